@@ -1,0 +1,401 @@
+//! **The budget rule lives here.** One [`Action`] is one user action with its
+//! own budget: a pure state machine that is told what happened and at which
+//! elapsed time, and answers what to do next.
+//!
+//! The machine never reads a clock. Elapsed time (a [`Duration`] since the
+//! action's first start, taken from a monotonic clock by the caller) and the
+//! calendar reading (`Option<SystemTime>`, `None` when no trusted calendar
+//! clock is available) are inputs. That is what makes the same machine drive
+//! the arithmetic model (the replay of given data), the tower middleware under
+//! tokio's paused clock, and the middleware in production.
+//!
+//! # The rule (SPEC §2)
+//!
+//! When a retried status arrives at elapsed `t` after `k` completed attempts:
+//!
+//! ```text
+//! wait = max(min_wait, server_delay)     if Retry-After is valid
+//! wait = fallback_base ^ k               if Retry-After is missing or invalid
+//! earliest_next_start = t + wait
+//! ```
+//!
+//! The next attempt may start only if the caller is still there, fewer than
+//! `max_attempts` attempts have started, and `earliest_next_start + cap <=
+//! budget`. Otherwise the action stops at once, at `t`. When the timer wakes,
+//! on time or late, the check runs again from the *current* elapsed time, and
+//! once more when the attempt actually starts (a transport that was not ready
+//! may have delayed it).
+//!
+//! Stop reasons are checked in this order: caller gone (`cancelled`), status
+//! not retried (`success` for 2xx/3xx, `not_retryable` otherwise), no attempts
+//! left (`attempts_exhausted`, without reading the header), an HTTP-date with
+//! no trusted clock (`clock_untrusted`), the reservation does not fit
+//! (`budget_exhausted`).
+//!
+//! # Example: Schedule A
+//!
+//! ```
+//! use std::time::Duration;
+//! use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+//!
+//! let s = Duration::from_secs;
+//! let mut action = Action::new(Policy::default());
+//! assert_eq!(action.decision(), Decision::StartNow);
+//!
+//! action.attempt_started(s(0));
+//! let next = action.response(s(2), 429, &RetryAfter::parse("3"), None);
+//! assert_eq!(next, Decision::WaitUntil(s(5)));
+//! assert_eq!(action.timer_woke(s(5)), Decision::StartNow);
+//! action.attempt_started(s(5));
+//! assert_eq!(action.response(s(7), 429, &RetryAfter::parse("4"), None), Decision::WaitUntil(s(11)));
+//! assert_eq!(action.timer_woke(s(11)), Decision::StartNow);
+//! action.attempt_started(s(11));
+//! assert_eq!(action.response(s(14), 200, &RetryAfter::Missing, None), Decision::Stop(Outcome::Success));
+//!
+//! let report = action.report().expect("stopped");
+//! assert_eq!(report.starts, vec![s(0), s(5), s(11)]);
+//! assert_eq!((report.request_time, report.wait_time), (s(7), s(7)));
+//! ```
+
+use std::time::{Duration, SystemTime};
+
+use crate::trail::{Event, EventKind, RetryAfterSeen, WaitBasis};
+use crate::{Outcome, Policy, Report, RetryAfter};
+
+/// What the caller must do next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Start the next attempt now, then report it with
+    /// [`Action::attempt_started`].
+    StartNow,
+    /// An attempt is in flight; it must answer by `deadline` (elapsed), after
+    /// which it is abandoned with [`Action::attempt_timed_out`].
+    AwaitResponse {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// `start + cap`.
+        deadline: Duration,
+    },
+    /// Sleep until this elapsed time, then call [`Action::timer_woke`].
+    WaitUntil(Duration),
+    /// The action is over.
+    Stop(Outcome),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Ready,
+    InFlight { started: Duration },
+    Waiting { from: Duration, until: Duration },
+    Stopped { outcome: Outcome, at: Duration },
+}
+
+/// One action's retry budget: the state machine.
+///
+/// Inputs that do not fit the current phase (a response while waiting, any
+/// input after the stop) change nothing and return the standing
+/// [`decision`](Action::decision). Elapsed times that go backwards are read as
+/// the latest time already seen, so the trail stays monotonic.
+#[derive(Debug, Clone)]
+pub struct Action {
+    policy: Policy,
+    phase: Phase,
+    latest: Duration,
+    attempts_started: u32,
+    last_status: Option<u16>,
+    request_time: Duration,
+    wait_time: Duration,
+    server_requested_wait: Option<Duration>,
+    starts: Vec<Duration>,
+    waits: Vec<(Duration, Duration)>,
+    events: Vec<Event>,
+}
+
+impl Action {
+    /// A new action, ready to start its first attempt. Its budget is counted
+    /// from that attempt's start.
+    pub fn new(policy: Policy) -> Self {
+        let max = policy.max_attempts() as usize;
+        Self {
+            policy,
+            phase: Phase::Ready,
+            latest: Duration::ZERO,
+            attempts_started: 0,
+            last_status: None,
+            request_time: Duration::ZERO,
+            wait_time: Duration::ZERO,
+            server_requested_wait: None,
+            starts: Vec::with_capacity(max.min(4)),
+            waits: Vec::new(),
+            events: Vec::with_capacity(4 * max.min(4)),
+        }
+    }
+
+    /// The policy.
+    pub const fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Attempts started so far.
+    pub const fn attempts_started(&self) -> u32 {
+        self.attempts_started
+    }
+
+    /// The standing decision of the current phase.
+    pub fn decision(&self) -> Decision {
+        match self.phase {
+            Phase::Ready => Decision::StartNow,
+            Phase::InFlight { started } => Decision::AwaitResponse {
+                attempt: self.attempts_started,
+                deadline: started.saturating_add(self.policy.attempt_cap()),
+            },
+            Phase::Waiting { until, .. } => Decision::WaitUntil(until),
+            Phase::Stopped { outcome, .. } => Decision::Stop(outcome),
+        }
+    }
+
+    /// The outcome, once stopped.
+    pub fn outcome(&self) -> Option<Outcome> {
+        match self.phase {
+            Phase::Stopped { outcome, .. } => Some(outcome),
+            _ => None,
+        }
+    }
+
+    /// An attempt is being sent at `now`. Checks once more that the caller may
+    /// start it (attempts left, full cap fits) and answers
+    /// [`Decision::AwaitResponse`] or [`Decision::Stop`].
+    pub fn attempt_started(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        if self.phase != Phase::Ready {
+            return self.decision();
+        }
+        if let Err(outcome) = self.may_start(now) {
+            return self.stop(now, outcome);
+        }
+        self.attempts_started += 1;
+        self.starts.push(now);
+        self.phase = Phase::InFlight { started: now };
+        let reservation_end = now.saturating_add(self.policy.attempt_cap());
+        self.push(
+            now,
+            EventKind::AttemptStarted {
+                attempt: self.attempts_started,
+                reservation_end,
+            },
+        );
+        self.decision()
+    }
+
+    /// A response arrived at `now` with this status and `Retry-After`.
+    /// `calendar` is the trusted calendar time at receipt (`None` when there
+    /// is none), used only to turn an HTTP-date into a wait, once.
+    pub fn response(
+        &mut self,
+        now: Duration,
+        status: u16,
+        retry_after: &RetryAfter,
+        calendar: Option<SystemTime>,
+    ) -> Decision {
+        let now = self.observe(now);
+        let Phase::InFlight { started } = self.phase else {
+            return self.decision();
+        };
+        self.request_time += now - started;
+        self.last_status = Some(status);
+        self.push(
+            now,
+            EventKind::Response {
+                attempt: self.attempts_started,
+                status,
+                retry_after: RetryAfterSeen::from(retry_after),
+            },
+        );
+
+        if !self.policy.retries(status) {
+            let outcome = if (200..400).contains(&status) {
+                Outcome::Success
+            } else {
+                Outcome::NotRetryable
+            };
+            return self.stop(now, outcome);
+        }
+        if self.attempts_started >= self.policy.max_attempts() {
+            return self.stop(now, Outcome::AttemptsExhausted);
+        }
+        let basis = match retry_after {
+            RetryAfter::Seconds(delay) => WaitBasis::Server { requested: *delay },
+            RetryAfter::Date(date) => match calendar {
+                None => return self.stop(now, Outcome::ClockUntrusted),
+                Some(at_receipt) => WaitBasis::Server {
+                    requested: date.duration_since(at_receipt).unwrap_or(Duration::ZERO),
+                },
+            },
+            RetryAfter::Missing | RetryAfter::Invalid(_) => WaitBasis::Fallback {
+                completed: self.attempts_started,
+            },
+        };
+        let wait = match basis {
+            WaitBasis::Server { requested } => {
+                self.server_requested_wait = Some(requested);
+                requested.max(self.policy.min_wait())
+            }
+            WaitBasis::Fallback { completed } => self.policy.fallback_wait(completed),
+        };
+        let until = now.saturating_add(wait);
+        let Some(reservation_end) = self.reservation_end(until) else {
+            return self.stop(now, Outcome::BudgetExhausted);
+        };
+        self.phase = Phase::Waiting { from: now, until };
+        self.push(
+            now,
+            EventKind::WaitPlanned {
+                wait,
+                until,
+                reservation_end,
+                basis,
+            },
+        );
+        self.decision()
+    }
+
+    /// The wait's timer fired at `now` (on time or late). Re-checks from
+    /// `now`: [`Decision::StartNow`] if the full cap still fits, otherwise
+    /// [`Decision::Stop`]. A wake before the planned time changes nothing.
+    pub fn timer_woke(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        let Phase::Waiting { from, until } = self.phase else {
+            return self.decision();
+        };
+        if now < until {
+            return self.decision();
+        }
+        self.end_wait(from, now);
+        self.push(
+            now,
+            EventKind::Woke {
+                waited_from: from,
+                late_by: now - until,
+            },
+        );
+        match self.may_start(now) {
+            Ok(()) => {
+                self.phase = Phase::Ready;
+                Decision::StartNow
+            }
+            Err(outcome) => self.stop(now, outcome),
+        }
+    }
+
+    /// The caller left at `now` (dropped the future, fired a cancellation
+    /// token, closed the page): nothing further starts.
+    pub fn caller_left(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        let waited_from = match self.phase {
+            Phase::Stopped { .. } => return self.decision(),
+            Phase::Ready => None,
+            Phase::InFlight { started } => {
+                self.request_time += now - started;
+                None
+            }
+            Phase::Waiting { from, .. } => {
+                self.end_wait(from, now);
+                Some(from)
+            }
+        };
+        self.push(now, EventKind::CallerLeft { waited_from });
+        self.stop(now, Outcome::Cancelled)
+    }
+
+    /// The attempt in flight ran past its deadline and was abandoned at `now`.
+    /// Never retried.
+    pub fn attempt_timed_out(&mut self, now: Duration) -> Decision {
+        self.attempt_failed(now, Outcome::AttemptTimeout)
+    }
+
+    /// The transport failed at `now` before a response arrived. Never
+    /// retried.
+    pub fn transport_failed(&mut self, now: Duration) -> Decision {
+        self.attempt_failed(now, Outcome::TransportError)
+    }
+
+    /// The report, once the action has stopped.
+    pub fn report(&self) -> Option<Report> {
+        let Phase::Stopped { outcome, at } = self.phase else {
+            return None;
+        };
+        Some(Report {
+            outcome,
+            last_status: self.last_status,
+            attempts_started: self.attempts_started,
+            max_attempts: self.policy.max_attempts(),
+            elapsed: at,
+            request_time: self.request_time,
+            wait_time: self.wait_time,
+            server_requested_wait: self.server_requested_wait,
+            attempt_cap: self.policy.attempt_cap(),
+            starts: self.starts.clone(),
+            waits: self.waits.clone(),
+            events: self.events.clone(),
+        })
+    }
+
+    fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {
+        let now = self.observe(now);
+        let Phase::InFlight { started } = self.phase else {
+            return self.decision();
+        };
+        self.request_time += now - started;
+        let attempt = self.attempts_started;
+        let kind = if outcome == Outcome::AttemptTimeout {
+            EventKind::AttemptTimedOut { attempt }
+        } else {
+            EventKind::TransportFailed { attempt }
+        };
+        self.push(now, kind);
+        self.stop(now, outcome)
+    }
+
+    /// The start condition, checked from `now`: attempts left, then the full
+    /// reservation fits.
+    fn may_start(&self, now: Duration) -> Result<(), Outcome> {
+        if self.attempts_started >= self.policy.max_attempts() {
+            return Err(Outcome::AttemptsExhausted);
+        }
+        self.reservation_end(now)
+            .map(|_| ())
+            .ok_or(Outcome::BudgetExhausted)
+    }
+
+    /// Where an attempt starting at `start` would end its reservation, if
+    /// that is inside the budget.
+    fn reservation_end(&self, start: Duration) -> Option<Duration> {
+        start
+            .checked_add(self.policy.attempt_cap())
+            .filter(|end| *end <= self.policy.total_budget())
+    }
+
+    fn end_wait(&mut self, from: Duration, to: Duration) {
+        self.wait_time += to - from;
+        self.waits.push((from, to));
+    }
+
+    fn stop(&mut self, now: Duration, outcome: Outcome) -> Decision {
+        self.phase = Phase::Stopped { outcome, at: now };
+        self.push(now, EventKind::Stopped { outcome });
+        Decision::Stop(outcome)
+    }
+
+    fn observe(&mut self, now: Duration) -> Duration {
+        self.latest = self.latest.max(now);
+        self.latest
+    }
+
+    fn push(&mut self, at: Duration, kind: EventKind) {
+        self.events.push(Event {
+            at,
+            remaining_budget: self.policy.total_budget().saturating_sub(at),
+            kind,
+        });
+    }
+}

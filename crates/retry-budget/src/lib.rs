@@ -1,0 +1,72 @@
+//! A bounded retry budget for rate-limited (429) requests: the pure policy.
+//!
+//! "Retry when rate limited" leaves open how long a user waits, how many
+//! requests are sent and what the screen says when the budget runs out. This
+//! crate answers all three with a finite schedule:
+//!
+//! * only `429 Too Many Requests` is retried (configurable), inside a **total
+//!   budget** counted from the first attempt's start and a **maximum number of
+//!   attempts**;
+//! * the **full per-attempt cap is reserved** before every attempt: an attempt
+//!   that could not finish inside the budget never starts;
+//! * the server's `Retry-After` is **never shortened** (and is raised to a
+//!   local floor); without a usable one, a local fallback of `base^k` seconds
+//!   applies;
+//! * the caller leaving stops everything; every step is recorded in a trail,
+//!   and the [`Report`] keeps the last response apart from the outcome.
+//!
+//! There is no async runtime and no I/O here: [`Action`] is a state machine
+//! that takes elapsed time and the calendar reading as inputs. The tower
+//! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
+//! [`replay`] module feeds it scripted data.
+//!
+//! | file | job |
+//! |---|---|
+//! | `policy.rs` | configuration and its validation |
+//! | `retry_after.rs` | parsing `Retry-After` |
+//! | `action.rs` | the budget rule (the state machine) |
+//! | `trail.rs` | the events of the trail |
+//! | `report.rs` | the final report and the visible status |
+//! | `replay.rs` | the arithmetic model over given data |
+//!
+//! ```
+//! use std::time::Duration;
+//! use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+//!
+//! // At t=2 a 429 asks for 30 s: the next start (32) cannot be reserved.
+//! let mut action = Action::new(Policy::default());
+//! action.attempt_started(Duration::ZERO);
+//! let decision = action.response(Duration::from_secs(2), 429, &RetryAfter::parse("30"), None);
+//! assert_eq!(decision, Decision::Stop(Outcome::BudgetExhausted));
+//! let report = action.report().unwrap();
+//! assert_eq!(
+//!     report.to_string(),
+//!     "Stopped: the retry budget cannot fit the next request.\n\
+//!      Last response: 429. Attempts: 1 / 3. Elapsed: 2 s.\n\
+//!      The service asked to wait 30 s; no retry was sent."
+//! );
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod action;
+mod outcome;
+mod policy;
+mod report;
+mod retry_after;
+mod secs;
+mod status;
+mod trail;
+
+pub mod replay;
+
+pub use action::{Action, Decision};
+pub use outcome::Outcome;
+pub use policy::{
+    Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
+};
+pub use report::Report;
+pub use retry_after::{InvalidReason, InvalidRetryAfter, RetryAfter, MAX_KEPT_RAW};
+pub use status::StatusSet;
+pub use trail::{Event, EventKind, RetryAfterSeen, WaitBasis};

@@ -1,0 +1,90 @@
+//! How an action ended.
+
+use std::fmt;
+
+/// The outcome of one action (SPEC §2). Written in `snake_case` everywhere:
+/// JSON, logs and docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The last response has a status the policy does not retry, and it is
+    /// 2xx or 3xx.
+    Success,
+    /// The last response has a status the policy does not retry, and it is
+    /// not 2xx or 3xx.
+    NotRetryable,
+    /// The next attempt's full reservation does not fit in the budget.
+    BudgetExhausted,
+    /// Every allowed attempt has been started.
+    AttemptsExhausted,
+    /// The caller left: no further attempt starts.
+    Cancelled,
+    /// The server gave an HTTP-date, and no trusted calendar clock can turn it
+    /// into a wait.
+    ClockUntrusted,
+    /// An attempt ran past the per-attempt cap (never retried).
+    AttemptTimeout,
+    /// The transport failed before a response arrived (never retried).
+    TransportError,
+    /// Model only: the given data cannot be replayed (an attempt longer than
+    /// the cap, a script that runs out of attempts).
+    InvalidData,
+}
+
+impl Outcome {
+    /// The `snake_case` name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::NotRetryable => "not_retryable",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::Cancelled => "cancelled",
+            Self::ClockUntrusted => "clock_untrusted",
+            Self::AttemptTimeout => "attempt_timeout",
+            Self::TransportError => "transport_error",
+            Self::InvalidData => "invalid_data",
+        }
+    }
+
+    /// Every outcome, in the order of the list in SPEC §2.
+    pub const ALL: [Self; 9] = [
+        Self::Success,
+        Self::NotRetryable,
+        Self::BudgetExhausted,
+        Self::AttemptsExhausted,
+        Self::Cancelled,
+        Self::ClockUntrusted,
+        Self::AttemptTimeout,
+        Self::TransportError,
+        Self::InvalidData,
+    ];
+
+    /// Parses a `snake_case` name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == name)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::from_name(o.as_str()), Some(o));
+            assert_eq!(
+                serde_json::to_value(o).unwrap(),
+                serde_json::Value::from(o.as_str())
+            );
+        }
+    }
+}

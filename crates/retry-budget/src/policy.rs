@@ -1,0 +1,353 @@
+//! The policy: what a user configures. Validated once, then immutable.
+//!
+//! A [`Policy`] is plain configuration, kept apart from the runtime state of an
+//! action (see [`Action`](crate::Action)) in the manner of linkerd2-proxy's
+//! `ExponentialBackoff`: it is `Copy`, so every action can own one without an
+//! allocation or a reference count.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::status::StatusSet;
+
+/// The default total budget of one action: 20 s (SPEC §2).
+pub const DEFAULT_TOTAL_BUDGET: Duration = Duration::from_secs(20);
+/// The default number of attempts, the first included: 3.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+/// The default per-attempt cap, reserved in full before each attempt: 4 s.
+pub const DEFAULT_ATTEMPT_CAP: Duration = Duration::from_secs(4);
+/// The default local floor applied to a valid server delay: 1 s.
+pub const DEFAULT_MIN_WAIT: Duration = Duration::from_secs(1);
+/// The default fallback base: `2^k` seconds after `k` completed attempts.
+pub const DEFAULT_FALLBACK_BASE: u32 = 2;
+
+/// A validated retry-budget policy.
+///
+/// Build one with [`Policy::builder`]; [`Policy::default`] is the policy of
+/// SPEC §2 (20 s budget, 3 attempts, 4 s cap, 1 s floor, fallback `2^k` s,
+/// only 429 retried).
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_budget::Policy;
+///
+/// let policy = Policy::builder()
+///     .total_budget(Duration::from_secs(10))
+///     .max_attempts(2)
+///     .attempt_cap(Duration::from_secs(2))
+///     .build()?;
+/// assert_eq!(policy.max_attempts(), 2);
+///
+/// // A cap larger than the budget can never be reserved: a typed error.
+/// let err = Policy::builder()
+///     .total_budget(Duration::from_secs(1))
+///     .attempt_cap(Duration::from_secs(4))
+///     .build()
+///     .unwrap_err();
+/// assert!(err.to_string().contains("per-attempt cap"));
+/// # Ok::<(), retry_budget::PolicyError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    total_budget: Duration,
+    max_attempts: u32,
+    attempt_cap: Duration,
+    min_wait: Duration,
+    fallback_base: u32,
+    retry_statuses: StatusSet,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            total_budget: DEFAULT_TOTAL_BUDGET,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            attempt_cap: DEFAULT_ATTEMPT_CAP,
+            min_wait: DEFAULT_MIN_WAIT,
+            fallback_base: DEFAULT_FALLBACK_BASE,
+            retry_statuses: StatusSet::TOO_MANY_REQUESTS,
+        }
+    }
+}
+
+impl Policy {
+    /// A builder starting from the defaults of SPEC §2.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder {
+            policy: Self::default(),
+            statuses: None,
+        }
+    }
+
+    /// A builder starting from this policy, to change a few fields.
+    pub fn to_builder(self) -> PolicyBuilder {
+        PolicyBuilder {
+            policy: self,
+            statuses: None,
+        }
+    }
+
+    /// The whole action's budget, counted from the first attempt's start.
+    pub const fn total_budget(&self) -> Duration {
+        self.total_budget
+    }
+
+    /// The maximum number of attempts, the first included.
+    pub const fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The per-attempt cap: reserved in full before every attempt, and the
+    /// attempt's deadline.
+    pub const fn attempt_cap(&self) -> Duration {
+        self.attempt_cap
+    }
+
+    /// The local floor applied to a valid server delay.
+    pub const fn min_wait(&self) -> Duration {
+        self.min_wait
+    }
+
+    /// The fallback base: after `k` completed attempts without a usable
+    /// Retry-After, the wait is `base^k` seconds.
+    pub const fn fallback_base(&self) -> u32 {
+        self.fallback_base
+    }
+
+    /// The statuses that are retried.
+    pub const fn retry_statuses(&self) -> &StatusSet {
+        &self.retry_statuses
+    }
+
+    /// Whether a response with this status is one the policy retries.
+    pub const fn retries(&self, status: u16) -> bool {
+        self.retry_statuses.contains(status)
+    }
+
+    /// The fallback wait after `completed` attempts: `base^completed` seconds,
+    /// saturating at the largest `Duration` of whole seconds.
+    pub fn fallback_wait(&self, completed: u32) -> Duration {
+        let secs = u64::from(self.fallback_base)
+            .checked_pow(completed)
+            .unwrap_or(u64::MAX);
+        Duration::from_secs(secs)
+    }
+}
+
+/// Builds a [`Policy`]; [`build`](PolicyBuilder::build) validates it.
+#[derive(Debug, Clone)]
+pub struct PolicyBuilder {
+    policy: Policy,
+    statuses: Option<Vec<u16>>,
+}
+
+impl PolicyBuilder {
+    /// The whole action's budget (default 20 s).
+    pub fn total_budget(mut self, budget: Duration) -> Self {
+        self.policy.total_budget = budget;
+        self
+    }
+
+    /// The maximum number of attempts, the first included (default 3).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.policy.max_attempts = attempts;
+        self
+    }
+
+    /// The per-attempt cap (default 4 s).
+    pub fn attempt_cap(mut self, cap: Duration) -> Self {
+        self.policy.attempt_cap = cap;
+        self
+    }
+
+    /// The local floor applied to a valid server delay (default 1 s).
+    pub fn min_wait(mut self, min_wait: Duration) -> Self {
+        self.policy.min_wait = min_wait;
+        self
+    }
+
+    /// The fallback base (default 2: waits of 2 s, then 4 s).
+    pub fn fallback_base(mut self, base: u32) -> Self {
+        self.policy.fallback_base = base;
+        self
+    }
+
+    /// The statuses to retry (default: only 429). Each must be a 4xx or 5xx
+    /// status.
+    pub fn retry_statuses(mut self, statuses: impl IntoIterator<Item = u16>) -> Self {
+        self.statuses = Some(statuses.into_iter().collect());
+        self
+    }
+
+    /// Validates the configuration.
+    ///
+    /// # Errors
+    ///
+    /// A [`PolicyError`] naming the first field that cannot work.
+    pub fn build(self) -> Result<Policy, PolicyError> {
+        let mut policy = self.policy;
+        if let Some(statuses) = self.statuses {
+            if statuses.is_empty() {
+                return Err(PolicyError::NoRetryStatuses);
+            }
+            let mut set = StatusSet::EMPTY;
+            for status in statuses {
+                set = set
+                    .with(status)
+                    .ok_or(PolicyError::StatusNotRetryable(status))?;
+            }
+            policy.retry_statuses = set;
+        }
+        if policy.total_budget.is_zero() {
+            return Err(PolicyError::ZeroBudget);
+        }
+        if policy.max_attempts == 0 {
+            return Err(PolicyError::ZeroAttempts);
+        }
+        if policy.attempt_cap.is_zero() {
+            return Err(PolicyError::ZeroAttemptCap);
+        }
+        if policy.attempt_cap > policy.total_budget {
+            return Err(PolicyError::CapExceedsBudget {
+                cap: policy.attempt_cap,
+                budget: policy.total_budget,
+            });
+        }
+        if policy.fallback_base == 0 {
+            return Err(PolicyError::ZeroFallbackBase);
+        }
+        Ok(policy)
+    }
+}
+
+/// Why a policy cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The total budget is zero: no attempt could ever start.
+    #[error("the total budget must be greater than zero")]
+    ZeroBudget,
+    /// Zero attempts: not even the first request could be sent.
+    #[error("max attempts must be at least 1 (the first attempt counts)")]
+    ZeroAttempts,
+    /// A zero per-attempt cap would time every attempt out at once.
+    #[error("the per-attempt cap must be greater than zero")]
+    ZeroAttemptCap,
+    /// The cap is reserved in full before each attempt, so it must fit in the
+    /// budget.
+    #[error("the per-attempt cap ({}) is larger than the total budget ({}): no attempt could be reserved", Secs(*.cap), Secs(*.budget))]
+    CapExceedsBudget {
+        /// The configured cap.
+        cap: Duration,
+        /// The configured budget.
+        budget: Duration,
+    },
+    /// The set of retried statuses is empty: use `max_attempts(1)` to disable
+    /// retries instead.
+    #[error("the set of retried statuses is empty (to disable retries, set max attempts to 1)")]
+    NoRetryStatuses,
+    /// A retried status must be an error status (4xx or 5xx).
+    #[error("status {0} cannot be retried: only 4xx and 5xx statuses can")]
+    StatusNotRetryable(u16),
+    /// A fallback base of zero would mean retrying without any wait.
+    #[error("the fallback base must be at least 1")]
+    ZeroFallbackBase,
+}
+
+/// Formats a duration as seconds, the way every message of this crate does:
+/// `2 s`, `4.5 s`, `0.25 s`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Secs(pub Duration);
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let whole = self.0.as_secs();
+        let millis = self.0.subsec_millis();
+        if millis == 0 {
+            write!(f, "{whole} s")
+        } else {
+            let frac = format!("{millis:03}");
+            write!(f, "{whole}.{} s", frac.trim_end_matches('0'))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_spec() {
+        let p = Policy::default();
+        assert_eq!(p.total_budget(), Duration::from_secs(20));
+        assert_eq!(p.max_attempts(), 3);
+        assert_eq!(p.attempt_cap(), Duration::from_secs(4));
+        assert_eq!(p.min_wait(), Duration::from_secs(1));
+        assert_eq!(p.fallback_base(), 2);
+        assert!(p.retries(429));
+        assert!(!p.retries(503));
+        assert_eq!(Policy::builder().build(), Ok(p));
+    }
+
+    #[test]
+    fn fallback_is_base_to_the_k() {
+        let p = Policy::default();
+        assert_eq!(p.fallback_wait(1), Duration::from_secs(2));
+        assert_eq!(p.fallback_wait(2), Duration::from_secs(4));
+        assert_eq!(p.fallback_wait(200), Duration::from_secs(u64::MAX));
+    }
+
+    #[test]
+    fn bad_configurations_are_typed_errors() {
+        let b = Policy::builder;
+        assert_eq!(
+            b().total_budget(Duration::ZERO).build(),
+            Err(PolicyError::ZeroBudget)
+        );
+        assert_eq!(b().max_attempts(0).build(), Err(PolicyError::ZeroAttempts));
+        assert_eq!(
+            b().attempt_cap(Duration::ZERO).build(),
+            Err(PolicyError::ZeroAttemptCap)
+        );
+        assert_eq!(
+            b().attempt_cap(Duration::from_secs(21)).build(),
+            Err(PolicyError::CapExceedsBudget {
+                cap: Duration::from_secs(21),
+                budget: Duration::from_secs(20)
+            })
+        );
+        assert_eq!(
+            b().retry_statuses([]).build(),
+            Err(PolicyError::NoRetryStatuses)
+        );
+        assert_eq!(
+            b().retry_statuses([429, 200]).build(),
+            Err(PolicyError::StatusNotRetryable(200))
+        );
+        assert_eq!(
+            b().fallback_base(0).build(),
+            Err(PolicyError::ZeroFallbackBase)
+        );
+    }
+
+    #[test]
+    fn cap_equal_to_budget_is_allowed() {
+        let p = b_secs(4, 4);
+        assert_eq!(p.attempt_cap(), p.total_budget());
+    }
+
+    fn b_secs(budget: u64, cap: u64) -> Policy {
+        Policy::builder()
+            .total_budget(Duration::from_secs(budget))
+            .attempt_cap(Duration::from_secs(cap))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn secs_format() {
+        assert_eq!(Secs(Duration::from_secs(2)).to_string(), "2 s");
+        assert_eq!(Secs(Duration::from_millis(4500)).to_string(), "4.5 s");
+        assert_eq!(Secs(Duration::from_millis(250)).to_string(), "0.25 s");
+    }
+}

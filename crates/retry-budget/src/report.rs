@@ -1,0 +1,155 @@
+//! The report of a finished action: what the caller is told.
+//!
+//! The last HTTP response and the outcome of the action are kept apart: a
+//! `429` can end a `budget_exhausted` action, a `200` a `success`, and no
+//! response at all an `attempt_timeout`. The visible status line
+//! ([`Display`](std::fmt::Display)) says what happened without claiming that
+//! the service recovered or failed for good.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::policy::Secs;
+use crate::trail::{Event, EventKind, RetryAfterSeen};
+use crate::Outcome;
+
+/// What happened to one action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct Report {
+    /// How the action ended.
+    pub outcome: Outcome,
+    /// The last HTTP status received, if any.
+    pub last_status: Option<u16>,
+    /// Attempts started.
+    pub attempts_started: u32,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Elapsed time at the stop, since the first attempt's start.
+    #[serde(rename = "elapsed_s", serialize_with = "crate::secs::ser")]
+    pub elapsed: Duration,
+    /// Total time with a request in flight.
+    #[serde(rename = "request_s", serialize_with = "crate::secs::ser")]
+    pub request_time: Duration,
+    /// Total time actually spent waiting between attempts.
+    #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+    pub wait_time: Duration,
+    /// The last delay the server asked for (`Retry-After`, before the local
+    /// floor), if it gave a usable one.
+    #[serde(
+        rename = "server_requested_wait_s",
+        serialize_with = "crate::secs::ser_opt"
+    )]
+    pub server_requested_wait: Option<Duration>,
+    /// The per-attempt cap in force.
+    #[serde(rename = "attempt_cap_s", serialize_with = "crate::secs::ser")]
+    pub attempt_cap: Duration,
+    /// The start of every attempt.
+    #[serde(rename = "starts_s", serialize_with = "crate::secs::ser_list")]
+    pub starts: Vec<Duration>,
+    /// Every wait actually spent, as `(from, to)`.
+    #[serde(rename = "waits_s", serialize_with = "crate::secs::ser_spans")]
+    pub waits: Vec<(Duration, Duration)>,
+    /// The full trail.
+    pub events: Vec<Event>,
+}
+
+impl Report {
+    /// The visible status as one string (the same text as `Display`).
+    pub fn message(&self) -> String {
+        self.to_string()
+    }
+
+    /// The report as JSON, with the visible status under `message`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(map) = value.as_object_mut() {
+            map.insert("message".into(), self.message().into());
+        }
+        value
+    }
+
+    fn headline(&self) -> String {
+        let attempt = self.attempts_started;
+        match self.outcome {
+            Outcome::Success => "Finished: the service answered.".into(),
+            Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
+            Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),
+            Outcome::AttemptsExhausted => format!(
+                "Stopped: all {} attempts allowed were used.",
+                self.max_attempts
+            ),
+            Outcome::Cancelled => "Cancelled: the caller left; no further request is sent.".into(),
+            Outcome::ClockUntrusted => "Stopped: the service asked to wait until a date, and no trusted clock can measure it.".into(),
+            Outcome::AttemptTimeout => format!(
+                "Stopped: attempt {attempt} ran past its {} limit and was abandoned.",
+                Secs(self.attempt_cap)
+            ),
+            Outcome::TransportError => format!(
+                "Stopped: attempt {attempt} failed before any response arrived."
+            ),
+            Outcome::InvalidData => "Stopped: the given data cannot be replayed.".into(),
+        }
+    }
+
+    /// The last response's `Retry-After`, if no attempt followed it.
+    fn unanswered_retry_after(&self) -> Option<&RetryAfterSeen> {
+        for event in self.events.iter().rev() {
+            match &event.kind {
+                EventKind::AttemptStarted { .. } => return None,
+                EventKind::Response { retry_after, .. } => return Some(retry_after),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{}", self.headline())?;
+        match self.last_status {
+            Some(status) => write!(f, "Last response: {status}. ")?,
+            None => write!(f, "Last response: none. ")?,
+        }
+        write!(
+            f,
+            "Attempts: {} / {}. Elapsed: {}.",
+            self.attempts_started,
+            self.max_attempts,
+            Secs(self.elapsed)
+        )?;
+        let retried_status = matches!(
+            self.outcome,
+            Outcome::BudgetExhausted
+                | Outcome::AttemptsExhausted
+                | Outcome::ClockUntrusted
+                | Outcome::Cancelled
+        );
+        if !retried_status || self.last_status.is_none() {
+            return Ok(());
+        }
+        match self.unanswered_retry_after() {
+            Some(RetryAfterSeen::Seconds { value }) => write!(
+                f,
+                "\nThe service asked to wait {}; no retry was sent.",
+                Secs(*value)
+            ),
+            Some(RetryAfterSeen::Date { date }) => write!(
+                f,
+                "\nThe service asked to wait until {}; no retry was sent.",
+                httpdate::fmt_http_date(*date)
+            ),
+            Some(RetryAfterSeen::Missing) => {
+                write!(f, "\nThe service gave no Retry-After; no retry was sent.")
+            }
+            Some(RetryAfterSeen::Invalid { raw }) => write!(
+                f,
+                "\nThe service sent an unusable Retry-After ({raw}); no retry was sent."
+            ),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The trail: one [`Event`] for every step of an action, in order.
+//!
+//! Every event carries the elapsed time at which it happened and, where a
+//! budget applies, the budget that remained then. The trail serializes to JSON
+//! with durations as seconds (`at_s`, `remaining_budget_s`, ...).
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use crate::{Outcome, RetryAfter};
+
+/// One step of an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// Elapsed time since the action's first start.
+    #[serde(rename = "at_s", serialize_with = "crate::secs::ser")]
+    pub at: Duration,
+    /// The budget left at `at` (`total_budget - at`, never negative).
+    #[serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")]
+    pub remaining_budget: Duration,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened at one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// An attempt was sent; its full cap is reserved up to `reservation_end`.
+    AttemptStarted {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The attempt's deadline, `at + cap`.
+        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        reservation_end: Duration,
+    },
+    /// A response arrived.
+    Response {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// Its HTTP status.
+        status: u16,
+        /// The `Retry-After` it carried.
+        retry_after: RetryAfterSeen,
+    },
+    /// A wait was planned (the next attempt fits).
+    WaitPlanned {
+        /// How long, from `at`.
+        #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+        wait: Duration,
+        /// The earliest next start.
+        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        until: Duration,
+        /// Where the next attempt's reservation would end.
+        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        reservation_end: Duration,
+        /// Why this long.
+        basis: WaitBasis,
+    },
+    /// The timer fired; the wait actually spent ran from `waited_from` to `at`.
+    Woke {
+        /// When the wait began.
+        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")]
+        waited_from: Duration,
+        /// How late the timer fired compared with the plan.
+        #[serde(rename = "late_by_s", serialize_with = "crate::secs::ser")]
+        late_by: Duration,
+    },
+    /// The caller left. If it left during a wait, the wait actually spent ran
+    /// from `waited_from` to `at`.
+    CallerLeft {
+        /// When the interrupted wait began, if one was interrupted.
+        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")]
+        waited_from: Option<Duration>,
+    },
+    /// The attempt ran past its cap and was abandoned.
+    AttemptTimedOut {
+        /// 1-based attempt number.
+        attempt: u32,
+    },
+    /// The transport failed before a response arrived.
+    TransportFailed {
+        /// 1-based attempt number.
+        attempt: u32,
+    },
+    /// The action stopped.
+    Stopped {
+        /// Why.
+        outcome: Outcome,
+    },
+}
+
+/// Why a wait is as long as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum WaitBasis {
+    /// The server's delay, raised to the local floor if shorter.
+    Server {
+        /// The delay the server asked for (for a date: date − calendar time
+        /// at receipt, never negative).
+        #[serde(rename = "requested_s", serialize_with = "crate::secs::ser")]
+        requested: Duration,
+    },
+    /// No usable `Retry-After`: `base^completed` seconds.
+    Fallback {
+        /// Attempts completed so far.
+        completed: u32,
+    },
+}
+
+/// The `Retry-After` of a response, as recorded in the trail.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "form", rename_all = "snake_case")]
+pub enum RetryAfterSeen {
+    /// No header.
+    Missing,
+    /// `delay-seconds`.
+    Seconds {
+        /// The delay.
+        #[serde(rename = "value_s", serialize_with = "crate::secs::ser")]
+        value: Duration,
+    },
+    /// An HTTP-date (written back as IMF-fixdate).
+    Date {
+        /// The date.
+        #[serde(serialize_with = "ser_date")]
+        date: SystemTime,
+    },
+    /// Not usable; the raw value is kept.
+    Invalid {
+        /// The raw value (shortened if long).
+        raw: String,
+    },
+}
+
+impl From<&RetryAfter> for RetryAfterSeen {
+    fn from(value: &RetryAfter) -> Self {
+        match value {
+            RetryAfter::Missing => Self::Missing,
+            RetryAfter::Seconds(value) => Self::Seconds { value: *value },
+            RetryAfter::Date(date) => Self::Date { date: *date },
+            RetryAfter::Invalid(inv) => Self::Invalid {
+                raw: inv.to_string(),
+            },
+        }
+    }
+}
+
+fn ser_date<S: serde::Serializer>(date: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&httpdate::fmt_http_date(*date))
+}
