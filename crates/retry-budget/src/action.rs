@@ -154,6 +154,13 @@ impl Action {
         }
     }
 
+    /// The latest elapsed time at which an attempt may still start: its full
+    /// cap must end inside the budget. A caller that waits for something
+    /// before starting (a transport's readiness) need not wait past it.
+    pub fn latest_start(&self) -> Duration {
+        self.policy.total_budget() - self.policy.attempt_cap()
+    }
+
     /// The outcome, once stopped.
     pub fn outcome(&self) -> Option<Outcome> {
         match self.phase {
@@ -313,10 +320,27 @@ impl Action {
         self.attempt_failed(now, Outcome::AttemptTimeout)
     }
 
-    /// The transport failed at `now` before a response arrived. Never
-    /// retried.
+    /// The transport failed at `now` before a response arrived: either the
+    /// attempt in flight failed, or the transport could not even take the
+    /// next attempt (it failed while the caller waited for it to be ready).
+    /// Never retried.
     pub fn transport_failed(&mut self, now: Duration) -> Decision {
+        if self.phase == Phase::Ready && self.attempts_started > 0 {
+            let now = self.observe(now);
+            self.push(
+                now,
+                EventKind::TransportFailed {
+                    attempt: self.attempts_started + 1,
+                },
+            );
+            return self.stop(now, Outcome::TransportError);
+        }
         self.attempt_failed(now, Outcome::TransportError)
+    }
+
+    /// The trail so far.
+    pub fn events(&self) -> &[Event] {
+        &self.events
     }
 
     /// The report, once the action has stopped.

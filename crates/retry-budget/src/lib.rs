@@ -50,6 +50,7 @@
 #![warn(missing_docs)]
 
 mod action;
+mod category;
 mod outcome;
 mod policy;
 mod report;
@@ -61,6 +62,7 @@ mod trail;
 pub mod replay;
 
 pub use action::{Action, Decision};
+pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{
     Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,

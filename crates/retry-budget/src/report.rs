@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use crate::policy::Secs;
 use crate::trail::{Event, EventKind, RetryAfterSeen};
-use crate::Outcome;
+use crate::{Category, Outcome};
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,10 +62,31 @@ impl Report {
         self.to_string()
     }
 
-    /// The report as JSON, with the visible status under `message`.
+    /// The category of the ending: `None` for `success` (and for the
+    /// model's `invalid_data`), otherwise what kind of failure or ending it
+    /// was, from the outcome and the last status.
+    pub fn category(&self) -> Option<Category> {
+        match self.outcome {
+            Outcome::Success | Outcome::InvalidData => None,
+            Outcome::Cancelled => Some(Category::Cancelled),
+            Outcome::AttemptTimeout => Some(Category::Timeout),
+            Outcome::TransportError => Some(Category::Transport),
+            Outcome::NotRetryable
+            | Outcome::BudgetExhausted
+            | Outcome::AttemptsExhausted
+            | Outcome::ClockUntrusted => self.last_status.and_then(Category::of_status),
+        }
+    }
+
+    /// The report as JSON, with the visible status under `message` and the
+    /// category (or `null`) under `category`.
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
+            map.insert(
+                "category".into(),
+                serde_json::to_value(self.category()).unwrap_or_default(),
+            );
             map.insert("message".into(), self.message().into());
         }
         value

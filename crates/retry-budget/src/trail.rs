@@ -96,6 +96,7 @@ pub enum EventKind {
 /// Why a wait is as long as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum WaitBasis {
     /// The server's delay, raised to the local floor if shorter.
     Server {

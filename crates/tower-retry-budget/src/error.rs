@@ -1,0 +1,120 @@
+//! The error of a budgeted request: the inner service's error, kept typed,
+//! or an ending with no response, always with the report.
+
+use std::fmt;
+
+use retry_budget::{Outcome, Report};
+
+/// Why a request ended without a response.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ErrorKind<E> {
+    /// The inner service failed (`transport_error`); never retried.
+    Inner(E),
+    /// An attempt ran past the per-attempt cap (`attempt_timeout`); never
+    /// retried.
+    AttemptTimeout,
+    /// The caller's cancellation token fired (`cancelled`).
+    Cancelled,
+}
+
+/// The error of [`RetryBudget`](crate::RetryBudget).
+///
+/// It keeps the inner error's type (no boxing) and carries the
+/// [`Report`] of the action: outcome, attempts, elapsed time and the trail.
+/// Requests that pass through untouched (unsafe methods) carry no report.
+pub struct Error<E> {
+    kind: ErrorKind<E>,
+    report: Option<Box<Report>>,
+}
+
+impl<E> Error<E> {
+    pub(crate) fn new(kind: ErrorKind<E>, report: Option<Report>) -> Self {
+        Self {
+            kind,
+            report: report.map(Box::new),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &ErrorKind<E> {
+        &self.kind
+    }
+
+    /// The report of the action (absent for requests passed through).
+    pub fn report(&self) -> Option<&Report> {
+        self.report.as_deref()
+    }
+
+    /// The outcome: `transport_error`, `attempt_timeout` or `cancelled`.
+    pub fn outcome(&self) -> Outcome {
+        match self.kind {
+            ErrorKind::Inner(_) => Outcome::TransportError,
+            ErrorKind::AttemptTimeout => Outcome::AttemptTimeout,
+            ErrorKind::Cancelled => Outcome::Cancelled,
+        }
+    }
+
+    /// The inner service's error, if that is what ended the request.
+    pub fn inner(&self) -> Option<&E> {
+        match &self.kind {
+            ErrorKind::Inner(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Takes the inner service's error, if that is what ended the request.
+    pub fn into_inner(self) -> Option<E> {
+        match self.kind {
+            ErrorKind::Inner(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// Whether an attempt ran past its cap.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.kind, ErrorKind::AttemptTimeout)
+    }
+
+    /// Whether the caller cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self.kind, ErrorKind::Cancelled)
+    }
+}
+
+impl<E: fmt::Debug> fmt::Debug for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("outcome", &self.outcome())
+            .field("report", &self.report)
+            .finish()
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::Inner(e) => write!(f, "request failed: {e}")?,
+            ErrorKind::AttemptTimeout => f.write_str("attempt timed out")?,
+            ErrorKind::Cancelled => f.write_str("cancelled by the caller")?,
+        }
+        if let Some(report) = &self.report {
+            write!(
+                f,
+                " ({}, attempts {} / {})",
+                report.outcome, report.attempts_started, report.max_attempts
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl<E> std::error::Error for Error<E>
+where
+    E: std::error::Error + 'static,
+{
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.inner().map(|e| e as _)
+    }
+}

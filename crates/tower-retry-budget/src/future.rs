@@ -1,0 +1,330 @@
+//! **The timer lives here.** The response future of
+//! [`RetryBudget`](crate::RetryBudget): a state machine driven by one
+//! `loop { match state { .. } }`, as tower's retry future is.
+//!
+//! One [`Sleep`] serves three purposes in turn: the per-attempt deadline while
+//! an attempt is in flight, the wait between attempts, and the latest start
+//! while the inner service is not ready. Every decision comes from the core
+//! [`Action`]; this file only tells it what happened and when (tokio's
+//! monotonic clock, so paused-time tests see exact instants).
+//!
+//! No task is spawned. Dropping the future is the caller leaving: the attempt
+//! in flight is dropped with it, and nothing continues in the background.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use http::header::RETRY_AFTER;
+use http::{HeaderValue, Request, Response};
+use pin_project_lite::pin_project;
+use retry_budget::{Action, Decision, Report, RetryAfter};
+use tokio::time::{Instant, Sleep};
+use tokio_util::sync::WaitForCancellationFutureOwned;
+use tower::Service;
+
+use crate::calendar::{Calendar, DateReference};
+use crate::error::{Error, ErrorKind};
+use crate::request;
+
+/// What the future is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// An attempt is in flight; the timer is its deadline.
+    InFlight,
+    /// Waiting between attempts; the timer is the earliest next start.
+    Waiting,
+    /// Waiting for the inner service to be ready; the timer is the latest
+    /// start.
+    Readying,
+    /// Finished.
+    Done,
+}
+
+/// Everything a budgeted request carries besides its pinned parts.
+pub(crate) struct Budgeted<S, B, C, R> {
+    pub(crate) action: Action,
+    pub(crate) origin: Instant,
+    pub(crate) service: S,
+    /// The request to copy for the next retry; `None` once no retry can
+    /// follow.
+    pub(crate) template: Option<Request<B>>,
+    pub(crate) calendar: C,
+    pub(crate) dates: DateReference,
+    /// The last retried response, held while waiting so that it can still be
+    /// returned if the action stops after the wait.
+    pub(crate) last_response: Option<R>,
+}
+
+impl<S, B, C, R> Budgeted<S, B, C, R> {
+    fn elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+
+    /// Feeds one input to the action and traces the events it added.
+    fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
+        let now = self.elapsed();
+        let seen = self.action.events().len();
+        let decision = input(&mut self.action, now);
+        crate::trace::emit(&self.action.events()[seen..]);
+        decision
+    }
+
+    fn report(&self) -> Option<Report> {
+        self.action.report()
+    }
+}
+
+pin_project! {
+    /// The response future of [`RetryBudget`](crate::RetryBudget).
+    pub struct ResponseFuture<S, B, C>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        kind: Kind<S, B, C>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<S, B, C>
+    where
+        S: Service<Request<B>>,
+    {
+        /// Not retryable: the inner future, untouched.
+        Passthrough {
+            #[pin]
+            future: S::Future,
+        },
+        /// Under the budget.
+        Budgeted {
+            #[pin]
+            future: Option<S::Future>,
+            #[pin]
+            timer: Sleep,
+            #[pin]
+            cancelled: Option<WaitForCancellationFutureOwned>,
+            state: State,
+            ctx: Budgeted<S, B, C, S::Response>,
+        },
+    }
+
+    impl<S, B, C> PinnedDrop for Kind<S, B, C>
+    where
+        S: Service<Request<B>>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            // The caller left before the end: record it (and trace it), so the
+            // trail never just stops. Nothing else runs after this.
+            if let KindProj::Budgeted { state, ctx, .. } = this.project() {
+                if *state != State::Done {
+                    ctx.step(|action, now| action.caller_left(now));
+                }
+            }
+        }
+    }
+}
+
+impl<S, B, C> ResponseFuture<S, B, C>
+where
+    S: Service<Request<B>>,
+{
+    pub(crate) fn passthrough(future: S::Future) -> Self {
+        Self {
+            kind: Kind::Passthrough { future },
+        }
+    }
+
+    pub(crate) fn budgeted(
+        future: S::Future,
+        deadline: Duration,
+        cancelled: Option<WaitForCancellationFutureOwned>,
+        ctx: Budgeted<S, B, C, S::Response>,
+    ) -> Self {
+        let timer = tokio::time::sleep_until(ctx.origin + deadline);
+        Self {
+            kind: Kind::Budgeted {
+                future: Some(future),
+                timer,
+                cancelled,
+                state: State::InFlight,
+                ctx,
+            },
+        }
+    }
+}
+
+impl<S, B, C, ResB> Future for ResponseFuture<S, B, C>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    B: Clone,
+    C: Calendar,
+{
+    type Output = Result<Response<ResB>, Error<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let (mut future, mut timer, mut cancelled, state, ctx) = match self.project().kind.project()
+        {
+            KindProj::Passthrough { future } => {
+                return future
+                    .poll(cx)
+                    .map_err(|e| Error::new(ErrorKind::Inner(e), None));
+            }
+            KindProj::Budgeted {
+                future,
+                timer,
+                cancelled,
+                state,
+                ctx,
+            } => (future, timer, cancelled, state, ctx),
+        };
+
+        loop {
+            if *state == State::Done {
+                panic!("ResponseFuture polled after completion");
+            }
+            if let Some(token) = cancelled.as_mut().as_pin_mut() {
+                if token.poll(cx).is_ready() {
+                    cancelled.set(None);
+                    future.set(None);
+                    *state = State::Done;
+                    ctx.last_response = None;
+                    ctx.step(|action, now| action.caller_left(now));
+                    return Poll::Ready(Err(Error::new(ErrorKind::Cancelled, ctx.report())));
+                }
+            }
+            match *state {
+                State::InFlight => {
+                    let Some(attempt) = future.as_mut().as_pin_mut() else {
+                        *state = State::Done;
+                        continue;
+                    };
+                    match attempt.poll(cx) {
+                        Poll::Ready(Ok(response)) => {
+                            future.set(None);
+                            let retry_after = RetryAfter::from_values(
+                                response
+                                    .headers()
+                                    .get_all(RETRY_AFTER)
+                                    .iter()
+                                    .map(HeaderValue::as_bytes),
+                            );
+                            let calendar = ctx.dates.reading(&ctx.calendar, response.headers());
+                            let status = response.status().as_u16();
+                            let decision = ctx.step(|action, now| {
+                                action.response(now, status, &retry_after, calendar)
+                            });
+                            if let Decision::WaitUntil(until) = decision {
+                                timer.as_mut().reset(ctx.origin + until);
+                                ctx.last_response = Some(response);
+                                *state = State::Waiting;
+                                continue;
+                            }
+                            *state = State::Done;
+                            return Poll::Ready(Ok(with_report(response, ctx.report())));
+                        }
+                        Poll::Ready(Err(error)) => {
+                            future.set(None);
+                            *state = State::Done;
+                            ctx.step(|action, now| action.transport_failed(now));
+                            return Poll::Ready(Err(Error::new(
+                                ErrorKind::Inner(error),
+                                ctx.report(),
+                            )));
+                        }
+                        Poll::Pending => {
+                            ready!(timer.as_mut().poll(cx));
+                            // Past the deadline: abandon the attempt.
+                            future.set(None);
+                            *state = State::Done;
+                            ctx.step(|action, now| action.attempt_timed_out(now));
+                            return Poll::Ready(Err(Error::new(
+                                ErrorKind::AttemptTimeout,
+                                ctx.report(),
+                            )));
+                        }
+                    }
+                }
+                State::Waiting => {
+                    ready!(timer.as_mut().poll(cx));
+                    match ctx.step(|action, now| action.timer_woke(now)) {
+                        Decision::StartNow => {
+                            // Past the latest start, an attempt can no longer be
+                            // reserved: stop waiting for readiness then (1 ns
+                            // after it, so that the re-check surely fails).
+                            let latest = ctx.action.latest_start() + Duration::from_nanos(1);
+                            timer.as_mut().reset(ctx.origin + latest);
+                            *state = State::Readying;
+                        }
+                        Decision::WaitUntil(until) => timer.as_mut().reset(ctx.origin + until),
+                        Decision::AwaitResponse { .. } | Decision::Stop(_) => {
+                            *state = State::Done;
+                            return Poll::Ready(finish_without_attempt(ctx));
+                        }
+                    }
+                }
+                State::Readying => match ctx.service.poll_ready(cx) {
+                    Poll::Ready(Ok(())) => {
+                        match ctx.step(|action, now| action.attempt_started(now)) {
+                            Decision::AwaitResponse { deadline, attempt } => {
+                                let more = attempt < ctx.action.policy().max_attempts();
+                                let request = if more {
+                                    ctx.template.as_ref().map(request::copy)
+                                } else {
+                                    ctx.template.take()
+                                };
+                                let Some(request) = request else {
+                                    *state = State::Done;
+                                    return Poll::Ready(finish_without_attempt(ctx));
+                                };
+                                ctx.last_response = None;
+                                future.set(Some(ctx.service.call(request)));
+                                timer.as_mut().reset(ctx.origin + deadline);
+                                *state = State::InFlight;
+                            }
+                            _ => {
+                                *state = State::Done;
+                                return Poll::Ready(finish_without_attempt(ctx));
+                            }
+                        }
+                    }
+                    Poll::Ready(Err(error)) => {
+                        *state = State::Done;
+                        ctx.last_response = None;
+                        ctx.step(|action, now| action.transport_failed(now));
+                        return Poll::Ready(Err(Error::new(ErrorKind::Inner(error), ctx.report())));
+                    }
+                    Poll::Pending => {
+                        ready!(timer.as_mut().poll(cx));
+                        // The latest start has passed: the re-check stops it.
+                        ctx.step(|action, now| action.attempt_started(now));
+                        *state = State::Done;
+                        return Poll::Ready(finish_without_attempt(ctx));
+                    }
+                },
+                State::Done => unreachable!("checked at the top of the loop"),
+            }
+        }
+    }
+}
+
+/// The action stopped between attempts: return the last response held
+/// during the wait, with the report.
+fn finish_without_attempt<S, B, C, ResB, E>(
+    ctx: &mut Budgeted<S, B, C, Response<ResB>>,
+) -> Result<Response<ResB>, Error<E>> {
+    let report = ctx.report();
+    match ctx.last_response.take() {
+        Some(response) => Ok(with_report(response, report)),
+        None => Err(Error::new(ErrorKind::Cancelled, report)),
+    }
+}
+
+fn with_report<ResB>(mut response: Response<ResB>, report: Option<Report>) -> Response<ResB> {
+    if let Some(report) = report {
+        response.extensions_mut().insert(report);
+    }
+    response
+}

@@ -1,0 +1,170 @@
+//! A [`tower::retry::Policy`] over the same core, for users who compose
+//! [`tower::retry::Retry`] themselves.
+//!
+//! Prefer [`RetryBudgetLayer`](crate::RetryBudgetLayer): `tower::retry`
+//! gives a policy less control than the rule needs, and this adapter says
+//! exactly where:
+//!
+//! * **No per-attempt deadline.** `Retry` has no timer around an attempt. Put
+//!   `tower::timeout::TimeoutLayer` (with the same cap) *inside* `Retry`; its
+//!   error then ends the action as `transport_error`, not `attempt_timeout`.
+//! * **No stop after the wait.** Once the wait future returned by
+//!   [`retry`](tower::retry::Policy::retry) completes, `Retry` sends the copy
+//!   unconditionally. A timer that fires late is still re-checked and
+//!   recorded (the report then says `budget_exhausted` at the wake), but the
+//!   copy is sent all the same.
+//! * **No cancellation token, no report on errors.** Dropping the future
+//!   still stops everything; the [`Report`](retry_budget::Report) is put in
+//!   the final response's extensions only.
+//!
+//! ```
+//! use retry_budget::Policy;
+//! use tower::ServiceBuilder;
+//! use tower_retry_budget::BudgetPolicy;
+//!
+//! # let client = tower::service_fn(|_: http::Request<String>| async {
+//! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+//! # });
+//! let client = ServiceBuilder::new()
+//!     .retry(BudgetPolicy::new(Policy::default()))
+//!     .service(client);
+//! # let _ = client;
+//! ```
+
+use std::time::Duration;
+
+use http::header::RETRY_AFTER;
+use http::{HeaderValue, Request, Response};
+use retry_budget::{Action, Decision, Policy, RetryAfter};
+use tokio::time::{Instant, Sleep};
+
+use crate::calendar::{Calendar, DateReference, SystemCalendar};
+use crate::request;
+
+/// The retry-budget rule as a [`tower::retry::Policy`].
+#[derive(Debug, Clone)]
+pub struct BudgetPolicy<C = SystemCalendar> {
+    policy: Policy,
+    calendar: C,
+    dates: DateReference,
+    run: Option<Run>,
+}
+
+/// The state of one request's action (in the policy copy `Retry` keeps per
+/// request).
+#[derive(Debug, Clone)]
+struct Run {
+    action: Action,
+    origin: Instant,
+    waiting: bool,
+}
+
+impl Run {
+    fn elapsed(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.origin)
+    }
+
+    fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
+        let now = self.elapsed();
+        let seen = self.action.events().len();
+        let decision = input(&mut self.action, now);
+        crate::trace::emit(&self.action.events()[seen..]);
+        decision
+    }
+}
+
+impl BudgetPolicy {
+    /// A policy with the system calendar clock.
+    pub const fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            calendar: SystemCalendar,
+            dates: DateReference::LocalClock,
+            run: None,
+        }
+    }
+}
+
+impl<C> BudgetPolicy<C> {
+    /// Uses another calendar clock for HTTP-date `Retry-After` values.
+    pub fn calendar<C2>(self, calendar: C2) -> BudgetPolicy<C2> {
+        BudgetPolicy {
+            policy: self.policy,
+            calendar,
+            dates: self.dates,
+            run: None,
+        }
+    }
+
+    /// Chooses what an HTTP-date is measured against.
+    pub const fn dates(mut self, dates: DateReference) -> Self {
+        self.dates = dates;
+        self
+    }
+}
+
+impl<B, ResB, E, C> tower::retry::Policy<Request<B>, Response<ResB>, E> for BudgetPolicy<C>
+where
+    B: Clone,
+    C: Calendar,
+{
+    type Future = Sleep;
+
+    fn retry(
+        &mut self,
+        _request: &mut Request<B>,
+        result: &mut Result<Response<ResB>, E>,
+    ) -> Option<Self::Future> {
+        let run = self.run.as_mut()?;
+        let decision = match result {
+            Ok(response) => {
+                let retry_after = RetryAfter::from_values(
+                    response
+                        .headers()
+                        .get_all(RETRY_AFTER)
+                        .iter()
+                        .map(HeaderValue::as_bytes),
+                );
+                let calendar = self.dates.reading(&self.calendar, response.headers());
+                let status = response.status().as_u16();
+                run.step(|action, now| action.response(now, status, &retry_after, calendar))
+            }
+            Err(_) => run.step(|action, now| action.transport_failed(now)),
+        };
+        if let Decision::WaitUntil(until) = decision {
+            run.waiting = true;
+            return Some(tokio::time::sleep_until(run.origin + until));
+        }
+        if let (Ok(response), Some(report)) = (result, run.action.report()) {
+            response.extensions_mut().insert(report);
+        }
+        None
+    }
+
+    fn clone_request(&mut self, request: &Request<B>) -> Option<Request<B>> {
+        if !request::may_retry(request) || self.policy.max_attempts() < 2 {
+            return None;
+        }
+        match &mut self.run {
+            Some(run) if run.waiting => {
+                // `Retry` waited and polled readiness: the retry is sent now.
+                run.waiting = false;
+                run.step(|action, now| action.timer_woke(now));
+                run.step(|action, now| action.attempt_started(now));
+                let more = run.action.attempts_started() < self.policy.max_attempts();
+                more.then(|| request::copy(request))
+            }
+            _ => {
+                // A new request: a new action, and a new budget.
+                let mut run = Run {
+                    action: Action::new(self.policy),
+                    origin: Instant::now(),
+                    waiting: false,
+                };
+                run.step(|action, now| action.attempt_started(now));
+                self.run = Some(run);
+                Some(request::copy(request))
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Which requests may be retried, and how a retry copy is made.
+//!
+//! Only safe methods (GET, HEAD, OPTIONS, TRACE; RFC 9110 §9.2.1) are
+//! retried. A write is retried only when the caller opts in for that one
+//! request with the [`Idempotent`] extension, asserting that repeating it is
+//! the same logical operation (for example because it carries an
+//! `Idempotency-Key` header, which every copy keeps unchanged). Everything
+//! else passes through untouched: no copy, no timer.
+
+use http::{Method, Request};
+
+/// Request extension: the caller asserts that this request may be repeated
+/// although its method is not safe (an `Idempotency-Key` that every retry
+/// keeps, a gRPC method whose `idempotency_level` is `IDEMPOTENT`).
+///
+/// ```
+/// use tower_retry_budget::Idempotent;
+///
+/// let mut request = http::Request::post("http://example.com/jobs")
+///     .header("idempotency-key", "job-7f3a")
+///     .body(())
+///     .unwrap();
+/// request.extensions_mut().insert(Idempotent);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Idempotent;
+
+/// Whether a request may ever be retried.
+pub fn may_retry<B>(request: &Request<B>) -> bool {
+    matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    ) || request.extensions().get::<Idempotent>().is_some()
+}
+
+/// A copy of a request for a retry: method, URI, version, headers,
+/// extensions and body, unchanged.
+pub(crate) fn copy<B: Clone>(request: &Request<B>) -> Request<B> {
+    let mut copy = Request::new(request.body().clone());
+    *copy.method_mut() = request.method().clone();
+    *copy.uri_mut() = request.uri().clone();
+    *copy.version_mut() = request.version();
+    *copy.headers_mut() = request.headers().clone();
+    *copy.extensions_mut() = request.extensions().clone();
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_methods_only_unless_opted_in() {
+        for m in [Method::GET, Method::HEAD, Method::OPTIONS, Method::TRACE] {
+            assert!(may_retry(&Request::builder().method(m).body(()).unwrap()));
+        }
+        for m in [Method::POST, Method::PUT, Method::PATCH, Method::DELETE] {
+            let mut r = Request::builder().method(m).body(()).unwrap();
+            assert!(!may_retry(&r));
+            r.extensions_mut().insert(Idempotent);
+            assert!(may_retry(&r));
+        }
+    }
+
+    #[test]
+    fn copy_keeps_everything() {
+        let mut r = Request::builder()
+            .method(Method::GET)
+            .uri("http://a/b?c")
+            .header("idempotency-key", "k1")
+            .body("body")
+            .unwrap();
+        r.extensions_mut().insert(7u32);
+        let c = copy(&r);
+        assert_eq!(c.method(), r.method());
+        assert_eq!(c.uri(), r.uri());
+        assert_eq!(c.headers(), r.headers());
+        assert_eq!(c.extensions().get::<u32>(), Some(&7));
+        assert_eq!(*c.body(), "body");
+    }
+}

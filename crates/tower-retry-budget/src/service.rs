@@ -1,0 +1,142 @@
+//! The [`RetryBudget`] service: decides, per request, whether it is budgeted
+//! at all, and builds the response future.
+
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use retry_budget::{Action, Decision, Policy};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+use crate::calendar::{Calendar, DateReference, SystemCalendar};
+use crate::error::Error;
+use crate::future::{Budgeted, ResponseFuture};
+use crate::request;
+
+/// Retries `429 Too Many Requests` inside a hard budget. See the
+/// [crate docs](crate).
+///
+/// # Readiness
+///
+/// `poll_ready` is the inner service's. The first attempt is sent on the
+/// service the caller made ready; the response future keeps a clone of it
+/// and waits for *that clone's* `poll_ready` before every retry (as
+/// `tower::retry` and linkerd2-proxy do), so back-pressure is respected on
+/// retries too. Waiting for readiness spends budget: if the inner service is
+/// not ready by the latest time at which the full cap still fits, the action
+/// stops as `budget_exhausted`.
+#[derive(Debug, Clone)]
+pub struct RetryBudget<S, C = SystemCalendar> {
+    inner: S,
+    policy: Policy,
+    calendar: C,
+    dates: DateReference,
+}
+
+impl<S> RetryBudget<S> {
+    /// Wraps `inner` with `policy`, the system calendar clock and dates
+    /// measured against it.
+    pub const fn new(inner: S, policy: Policy) -> Self {
+        Self {
+            inner,
+            policy,
+            calendar: SystemCalendar,
+            dates: DateReference::LocalClock,
+        }
+    }
+}
+
+impl<S, C> RetryBudget<S, C> {
+    pub(crate) const fn from_parts(
+        inner: S,
+        policy: Policy,
+        calendar: C,
+        dates: DateReference,
+    ) -> Self {
+        Self {
+            inner,
+            policy,
+            calendar,
+            dates,
+        }
+    }
+
+    /// The policy.
+    pub const fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The inner service.
+    pub const fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, C, B, ResB> Service<Request<B>> for RetryBudget<S, C>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    B: Clone,
+    C: Calendar + Clone,
+{
+    type Response = Response<ResB>;
+    type Error = Error<S::Error>;
+    type Future = ResponseFuture<S, B, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner
+            .poll_ready(cx)
+            .map_err(|e| Error::new(crate::error::ErrorKind::Inner(e), None))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if !request::may_retry(&request) {
+            // Not retryable: no copy, no timer, no report.
+            return ResponseFuture::passthrough(self.inner.call(request));
+        }
+        let cancelled = request
+            .extensions()
+            .get::<CancellationToken>()
+            .cloned()
+            .map(CancellationToken::cancelled_owned);
+        // A copy only if a retry can ever follow.
+        let template = (self.policy.max_attempts() > 1).then(|| request::copy(&request));
+        let mut action = Action::new(self.policy);
+        let origin = Instant::now();
+        let seen = action.events().len();
+        let deadline = match action.attempt_started(std::time::Duration::ZERO) {
+            Decision::AwaitResponse { deadline, .. } => deadline,
+            // A validated policy always fits its first attempt.
+            _ => self.policy.attempt_cap(),
+        };
+        crate::trace::emit(&action.events()[seen..]);
+        // Send on the service made ready; keep a clone for the retries.
+        let clone = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, clone);
+        let future = ready.call(request);
+        ResponseFuture::budgeted(
+            future,
+            deadline,
+            cancelled,
+            Budgeted {
+                action,
+                origin,
+                service: ready,
+                template,
+                calendar: self.calendar.clone(),
+                dates: self.dates,
+                last_response: None,
+            },
+        )
+    }
+}

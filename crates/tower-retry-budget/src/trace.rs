@@ -1,0 +1,99 @@
+//! `tracing` events for the trail: one event per step, with the trail's
+//! fields. Only `Retry-After` is ever logged of a response's headers; request
+//! headers (Authorization, Cookie, ...) never are.
+
+use retry_budget::{Event, EventKind, RetryAfterSeen, WaitBasis};
+
+fn secs(d: std::time::Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Emits one `tracing` event per trail event (target `retry_budget`).
+pub(crate) fn emit(events: &[Event]) {
+    for event in events {
+        let at_s = secs(event.at);
+        let remaining_budget_s = secs(event.remaining_budget);
+        match &event.kind {
+            EventKind::AttemptStarted {
+                attempt,
+                reservation_end,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                reservation_end_s = secs(*reservation_end),
+                "attempt started"
+            ),
+            EventKind::Response {
+                attempt,
+                status,
+                retry_after,
+            } => {
+                let retry_after = match retry_after {
+                    RetryAfterSeen::Missing => "missing".to_owned(),
+                    RetryAfterSeen::Seconds { value } => format!("{} s", value.as_secs()),
+                    RetryAfterSeen::Date { date } => httpdate::fmt_http_date(*date),
+                    RetryAfterSeen::Invalid { raw } => format!("invalid {raw}"),
+                };
+                tracing::debug!(
+                    target: "retry_budget",
+                    at_s, remaining_budget_s, attempt, status, retry_after,
+                    "response"
+                );
+            }
+            EventKind::WaitPlanned {
+                wait,
+                until,
+                reservation_end,
+                basis,
+            } => {
+                let (source, requested_s) = match basis {
+                    WaitBasis::Server { requested } => ("server", Some(secs(*requested))),
+                    WaitBasis::Fallback { .. } => ("fallback", None),
+                    _ => ("other", None),
+                };
+                tracing::debug!(
+                    target: "retry_budget",
+                    at_s, remaining_budget_s,
+                    wait_s = secs(*wait),
+                    until_s = secs(*until),
+                    reservation_end_s = secs(*reservation_end),
+                    source, requested_s,
+                    "wait planned"
+                );
+            }
+            EventKind::Woke {
+                waited_from,
+                late_by,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                waited_from_s = secs(*waited_from),
+                late_by_s = secs(*late_by),
+                "woke"
+            ),
+            EventKind::CallerLeft { waited_from } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                waited_from_s = waited_from.map(secs),
+                "caller left"
+            ),
+            EventKind::AttemptTimedOut { attempt } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "attempt timed out"
+            ),
+            EventKind::TransportFailed { attempt } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "transport failed"
+            ),
+            EventKind::Stopped { outcome } => tracing::info!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                outcome = outcome.as_str(),
+                "stopped"
+            ),
+            _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
+        }
+    }
+}
