@@ -13,6 +13,9 @@
 //!   unconditionally. A timer that fires late is still re-checked and
 //!   recorded (the report then says `budget_exhausted` at the wake), but the
 //!   copy is sent all the same.
+//! * **One extra copy.** `Retry` asks the policy about a result only when it
+//!   holds a copy of the request, so even the last attempt is copied (the
+//!   layer copies only for retries that can follow).
 //! * **No cancellation token, no report on errors.** Dropping the future
 //!   still stops everything; the [`Report`](retry_budget::Report) is put in
 //!   the final response's extensions only.
@@ -151,8 +154,10 @@ where
                 run.waiting = false;
                 run.step(|action, now| action.timer_woke(now));
                 run.step(|action, now| action.attempt_started(now));
-                let more = run.action.attempts_started() < self.policy.max_attempts();
-                more.then(|| request::copy(request))
+                // `Retry` calls the policy on a result only if it holds a
+                // copy, so the last attempt is copied too: without it, its
+                // response would carry no report.
+                Some(request::copy(request))
             }
             _ => {
                 // A new request: a new action, and a new budget.
