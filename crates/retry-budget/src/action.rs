@@ -106,8 +106,6 @@ pub struct Action {
     request_time: Duration,
     wait_time: Duration,
     server_requested_wait: Option<Duration>,
-    starts: Vec<Duration>,
-    waits: Vec<(Duration, Duration)>,
     events: Vec<Event>,
 }
 
@@ -115,7 +113,6 @@ impl Action {
     /// A new action, ready to start its first attempt. Its budget is counted
     /// from that attempt's start.
     pub fn new(policy: Policy) -> Self {
-        let max = policy.max_attempts() as usize;
         Self {
             policy,
             phase: Phase::Ready,
@@ -125,9 +122,8 @@ impl Action {
             request_time: Duration::ZERO,
             wait_time: Duration::ZERO,
             server_requested_wait: None,
-            starts: Vec::with_capacity(max.min(4)),
-            waits: Vec::new(),
-            events: Vec::with_capacity(4 * max.min(4)),
+            // No allocation until the first event: a fresh action is free.
+            events: Vec::new(),
         }
     }
 
@@ -181,7 +177,6 @@ impl Action {
             return self.stop(now, outcome);
         }
         self.attempts_started += 1;
-        self.starts.push(now);
         self.phase = Phase::InFlight { started: now };
         let reservation_end = now.saturating_add(self.policy.attempt_cap());
         self.push(
@@ -345,9 +340,28 @@ impl Action {
 
     /// The report, once the action has stopped.
     pub fn report(&self) -> Option<Report> {
+        self.clone().into_report()
+    }
+
+    /// The report, once the action has stopped, moving the trail instead of
+    /// copying it. Returns `None` (and drops the action) if it has not.
+    pub fn into_report(self) -> Option<Report> {
         let Phase::Stopped { outcome, at } = self.phase else {
             return None;
         };
+        // Starts and waits are read off the trail: one source of truth.
+        let mut starts = Vec::with_capacity(self.attempts_started as usize);
+        let mut waits = Vec::new();
+        for event in &self.events {
+            match event.kind {
+                EventKind::AttemptStarted { .. } => starts.push(event.at),
+                EventKind::Woke { waited_from, .. }
+                | EventKind::CallerLeft {
+                    waited_from: Some(waited_from),
+                } => waits.push((waited_from, event.at)),
+                _ => {}
+            }
+        }
         Some(Report {
             outcome,
             last_status: self.last_status,
@@ -358,9 +372,9 @@ impl Action {
             wait_time: self.wait_time,
             server_requested_wait: self.server_requested_wait,
             attempt_cap: self.policy.attempt_cap(),
-            starts: self.starts.clone(),
-            waits: self.waits.clone(),
-            events: self.events.clone(),
+            starts,
+            waits,
+            events: self.events,
         })
     }
 
@@ -401,7 +415,6 @@ impl Action {
 
     fn end_wait(&mut self, from: Duration, to: Duration) {
         self.wait_time += to - from;
-        self.waits.push((from, to));
     }
 
     fn stop(&mut self, now: Duration, outcome: Outcome) -> Decision {

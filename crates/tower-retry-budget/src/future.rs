@@ -13,7 +13,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
@@ -71,8 +71,10 @@ impl<S, B, C, R> Budgeted<S, B, C, R> {
         decision
     }
 
-    fn report(&self) -> Option<Report> {
-        self.action.report()
+    /// The report of the stopped action, moving its trail out.
+    fn report(&mut self) -> Option<Report> {
+        let fresh = Action::new(*self.action.policy());
+        std::mem::replace(&mut self.action, fresh).into_report()
     }
 }
 
@@ -98,33 +100,64 @@ pin_project! {
             #[pin]
             future: S::Future,
         },
-        /// Under the budget.
+        /// Under the budget. Boxed: the state is large (a timer, a request
+        /// to copy, a service clone), and a pass-through future should not
+        /// pay for moving it.
         Budgeted {
-            #[pin]
-            future: Option<S::Future>,
-            #[pin]
-            timer: Sleep,
-            #[pin]
-            cancelled: Option<WaitForCancellationFutureOwned>,
-            state: State,
-            ctx: Budgeted<S, B, C, S::Response>,
+            attempts: Pin<Box<Attempts<S, B, C>>>,
         },
     }
+}
 
-    impl<S, B, C> PinnedDrop for Kind<S, B, C>
+pin_project! {
+    /// The state of a budgeted request.
+    #[project = AttemptsProj]
+    struct Attempts<S, B, C>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        future: Option<S::Future>,
+        // Created only when first needed: an attempt that answers at once
+        // never touches the timer wheel.
+        #[pin]
+        timer: Option<Sleep>,
+        #[pin]
+        cancelled: Option<WaitForCancellationFutureOwned>,
+        // The deadline of the attempt in flight.
+        deadline: Instant,
+        state: State,
+        ctx: Budgeted<S, B, C, S::Response>,
+    }
+
+    impl<S, B, C> PinnedDrop for Attempts<S, B, C>
     where
         S: Service<Request<B>>,
     {
         fn drop(this: Pin<&mut Self>) {
             // The caller left before the end: record it (and trace it), so the
             // trail never just stops. Nothing else runs after this.
-            if let KindProj::Budgeted { state, ctx, .. } = this.project() {
-                if *state != State::Done {
-                    ctx.step(|action, now| action.caller_left(now));
-                }
+            let this = this.project();
+            if *this.state != State::Done {
+                this.ctx.step(|action, now| action.caller_left(now));
             }
         }
     }
+}
+
+/// Points the timer at `at`, creating it on first use.
+fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
+    match timer.as_mut().as_pin_mut() {
+        Some(sleep) => sleep.reset(at),
+        None => timer.set(Some(tokio::time::sleep_until(at))),
+    }
+}
+
+/// Polls the timer; an unarmed timer never fires.
+fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>) -> bool {
+    timer
+        .as_pin_mut()
+        .is_some_and(|sleep| sleep.poll(cx).is_ready())
 }
 
 impl<S, B, C> ResponseFuture<S, B, C>
@@ -143,14 +176,16 @@ where
         cancelled: Option<WaitForCancellationFutureOwned>,
         ctx: Budgeted<S, B, C, S::Response>,
     ) -> Self {
-        let timer = tokio::time::sleep_until(ctx.origin + deadline);
         Self {
             kind: Kind::Budgeted {
-                future: Some(future),
-                timer,
-                cancelled,
-                state: State::InFlight,
-                ctx,
+                attempts: Box::pin(Attempts {
+                    future: Some(future),
+                    timer: None,
+                    cancelled,
+                    deadline: ctx.origin + deadline,
+                    state: State::InFlight,
+                    ctx,
+                }),
             },
         }
     }
@@ -165,21 +200,22 @@ where
     type Output = Result<Response<ResB>, Error<S::Error>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let (mut future, mut timer, mut cancelled, state, ctx) = match self.project().kind.project()
-        {
+        let attempts = match self.project().kind.project() {
             KindProj::Passthrough { future } => {
                 return future
                     .poll(cx)
                     .map_err(|e| Error::new(ErrorKind::Inner(e), None));
             }
-            KindProj::Budgeted {
-                future,
-                timer,
-                cancelled,
-                state,
-                ctx,
-            } => (future, timer, cancelled, state, ctx),
+            KindProj::Budgeted { attempts } => attempts.as_mut().project(),
         };
+        let AttemptsProj {
+            mut future,
+            mut timer,
+            mut cancelled,
+            deadline,
+            state,
+            ctx,
+        } = attempts;
 
         loop {
             if *state == State::Done {
@@ -217,7 +253,7 @@ where
                                 action.response(now, status, &retry_after, calendar)
                             });
                             if let Decision::WaitUntil(until) = decision {
-                                timer.as_mut().reset(ctx.origin + until);
+                                arm(timer.as_mut(), ctx.origin + until);
                                 ctx.last_response = Some(response);
                                 *state = State::Waiting;
                                 continue;
@@ -235,7 +271,12 @@ where
                             )));
                         }
                         Poll::Pending => {
-                            ready!(timer.as_mut().poll(cx));
+                            if timer.is_none() {
+                                arm(timer.as_mut(), *deadline);
+                            }
+                            if !fired(timer.as_mut(), cx) {
+                                return Poll::Pending;
+                            }
                             // Past the deadline: abandon the attempt.
                             future.set(None);
                             *state = State::Done;
@@ -248,17 +289,19 @@ where
                     }
                 }
                 State::Waiting => {
-                    ready!(timer.as_mut().poll(cx));
+                    if !fired(timer.as_mut(), cx) {
+                        return Poll::Pending;
+                    }
                     match ctx.step(|action, now| action.timer_woke(now)) {
                         Decision::StartNow => {
                             // Past the latest start, an attempt can no longer be
                             // reserved: stop waiting for readiness then (1 ns
                             // after it, so that the re-check surely fails).
                             let latest = ctx.action.latest_start() + Duration::from_nanos(1);
-                            timer.as_mut().reset(ctx.origin + latest);
+                            arm(timer.as_mut(), ctx.origin + latest);
                             *state = State::Readying;
                         }
-                        Decision::WaitUntil(until) => timer.as_mut().reset(ctx.origin + until),
+                        Decision::WaitUntil(until) => arm(timer.as_mut(), ctx.origin + until),
                         Decision::AwaitResponse { .. } | Decision::Stop(_) => {
                             *state = State::Done;
                             return Poll::Ready(finish_without_attempt(ctx));
@@ -268,7 +311,10 @@ where
                 State::Readying => match ctx.service.poll_ready(cx) {
                     Poll::Ready(Ok(())) => {
                         match ctx.step(|action, now| action.attempt_started(now)) {
-                            Decision::AwaitResponse { deadline, attempt } => {
+                            Decision::AwaitResponse {
+                                deadline: deadline_at,
+                                attempt,
+                            } => {
                                 let more = attempt < ctx.action.policy().max_attempts();
                                 let request = if more {
                                     ctx.template.as_ref().map(request::copy)
@@ -281,7 +327,8 @@ where
                                 };
                                 ctx.last_response = None;
                                 future.set(Some(ctx.service.call(request)));
-                                timer.as_mut().reset(ctx.origin + deadline);
+                                *deadline = ctx.origin + deadline_at;
+                                arm(timer.as_mut(), *deadline);
                                 *state = State::InFlight;
                             }
                             _ => {
@@ -297,7 +344,9 @@ where
                         return Poll::Ready(Err(Error::new(ErrorKind::Inner(error), ctx.report())));
                     }
                     Poll::Pending => {
-                        ready!(timer.as_mut().poll(cx));
+                        if !fired(timer.as_mut(), cx) {
+                            return Poll::Pending;
+                        }
                         // The latest start has passed: the re-check stops it.
                         ctx.step(|action, now| action.attempt_started(now));
                         *state = State::Done;

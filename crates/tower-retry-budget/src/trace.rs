@@ -4,6 +4,20 @@
 
 use retry_budget::{Event, EventKind, RetryAfterSeen, WaitBasis};
 
+/// Formats a `Retry-After` as seen, only when the event is recorded.
+struct Seen<'a>(&'a RetryAfterSeen);
+
+impl std::fmt::Display for Seen<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            RetryAfterSeen::Missing => f.write_str("missing"),
+            RetryAfterSeen::Seconds { value } => write!(f, "{} s", value.as_secs()),
+            RetryAfterSeen::Date { date } => f.write_str(&httpdate::fmt_http_date(*date)),
+            RetryAfterSeen::Invalid { raw } => write!(f, "invalid {raw}"),
+        }
+    }
+}
+
 fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
 }
@@ -28,15 +42,10 @@ pub(crate) fn emit(events: &[Event]) {
                 status,
                 retry_after,
             } => {
-                let retry_after = match retry_after {
-                    RetryAfterSeen::Missing => "missing".to_owned(),
-                    RetryAfterSeen::Seconds { value } => format!("{} s", value.as_secs()),
-                    RetryAfterSeen::Date { date } => httpdate::fmt_http_date(*date),
-                    RetryAfterSeen::Invalid { raw } => format!("invalid {raw}"),
-                };
                 tracing::debug!(
                     target: "retry_budget",
-                    at_s, remaining_budget_s, attempt, status, retry_after,
+                    at_s, remaining_budget_s, attempt, status,
+                    retry_after = %Seen(retry_after),
                     "response"
                 );
             }
