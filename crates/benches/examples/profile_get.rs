@@ -32,6 +32,6 @@ fn main() {
             .unwrap();
         let _ = service.poll_ready(&mut cx);
         let fut = pin!(service.call(req));
-        std::hint::black_box(fut.poll(&mut cx));
+        let _ = std::hint::black_box(fut.poll(&mut cx));
     }
 }

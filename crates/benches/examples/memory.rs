@@ -1,0 +1,84 @@
+//! Memory per waiting action: 100,000 budgeted GETs, each answered 429 with
+//! `Retry-After: 10` and left waiting between attempts, held at once. Prints
+//! the resident memory growth per waiting action (Linux `/proc/self/statm`).
+//!
+//! ```text
+//! cargo run --release -p retry-budget-benches --example memory [N]
+//! ```
+
+use std::convert::Infallible;
+use std::future::{ready, Future};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use http::{Request, Response};
+use retry_budget::Policy;
+use tower::{service_fn, Service};
+use tower_retry_budget::RetryBudget;
+
+fn resident_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: usize = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+fn main() {
+    let n: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(100_000);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let _context = runtime.enter();
+    let mut service = RetryBudget::new(
+        service_fn(|_req: Request<()>| {
+            let res = Response::builder()
+                .status(429)
+                .header("retry-after", "10")
+                .body(())
+                .unwrap();
+            ready(Ok::<_, Infallible>(res))
+        }),
+        Policy::default(),
+    );
+    let mut cx = Context::from_waker(Waker::noop());
+    let request = || {
+        Request::get("http://upstream.test/palettes?collection=coast")
+            .body(())
+            .unwrap()
+    };
+
+    // Warm the allocator and the timer wheel with one action.
+    let mut warm = Box::pin(service.call(request()));
+    let _ = warm.as_mut().poll(&mut cx);
+    drop(warm);
+
+    let before = resident_bytes();
+    let mut waiting: Vec<Pin<Box<_>>> = Vec::with_capacity(n);
+    // The Vec of boxed futures itself: one pointer each.
+    let vec_bytes = n * size_of::<usize>();
+    for _ in 0..n {
+        let _ = service.poll_ready(&mut cx);
+        let mut future = Box::pin(service.call(request()));
+        assert!(matches!(future.as_mut().poll(&mut cx), Poll::Pending));
+        waiting.push(future);
+    }
+    let after = resident_bytes();
+    let per_action = (after - before).saturating_sub(vec_bytes) as f64 / n as f64;
+    println!("waiting actions: {n}");
+    println!(
+        "resident memory: {:.1} MiB before, {:.1} MiB after",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0
+    );
+    println!(
+        "per waiting action (request copy, held 429, timer, trail included): {per_action:.0} bytes"
+    );
+    drop(waiting);
+}
