@@ -3,7 +3,9 @@
 //! elapsed time, and answers what to do next.
 //!
 //! The machine never reads a clock. Elapsed time (a [`Duration`] since the
-//! action's first start, taken from a monotonic clock by the caller) and the
+//! action's start, taken from a monotonic clock by the caller; the action
+//! starts with its first attempt unless a [hold-off](Action::hold_off) delays
+//! that attempt) and the
 //! calendar reading (`Option<SystemTime>`, `None` when no trusted calendar
 //! clock is available) are inputs. That is what makes the same machine drive
 //! the arithmetic model (the replay of given data), the tower middleware under
@@ -31,6 +33,23 @@
 //! left (`attempts_exhausted`, without reading the header), an HTTP-date with
 //! no trusted clock (`clock_untrusted`), the reservation does not fit
 //! (`budget_exhausted`).
+//!
+//! # Many actions at once (SPEC §3)
+//!
+//! Three further inputs let a caller that runs many actions keep them from
+//! turning one limit into a stampede, each still decided here:
+//!
+//! * **jitter** on the local fallback wait ([`Jitter`](crate::Jitter) in the
+//!   policy, drawn from this action's own seeded generator, see
+//!   [`Action::with_seed`]); a server's delay is never touched;
+//! * [`Action::retry_refused`]: a retry that fits this action's budget was
+//!   refused by a budget shared by all actions of the client (see
+//!   [`RatioBudget`](crate::RatioBudget)): stop as `retry_throttled`;
+//! * [`Action::hold_off`]: before the first attempt, the service has asked
+//!   the client as a whole to wait (another action's 429 with a
+//!   `Retry-After`, see [`Action::server_asked_until`]): wait if the first
+//!   attempt still fits after that, otherwise stop as `held_off` without
+//!   sending anything.
 //!
 //! # Example: Schedule A
 //!
@@ -60,7 +79,7 @@
 use std::time::{Duration, SystemTime};
 
 use crate::trail::{Event, EventKind, RetryAfterSeen, WaitBasis};
-use crate::{Outcome, Policy, Report, RetryAfter};
+use crate::{Jitter, Outcome, Policy, Report, RetryAfter};
 
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,12 +126,49 @@ pub struct Action {
     wait_time: Duration,
     server_requested_wait: Option<Duration>,
     events: Vec<Event>,
+    rng: fastrand::Rng,
+    previous_fallback: Option<Duration>,
+    server_asked_until: Option<Duration>,
 }
 
 impl Action {
     /// A new action, ready to start its first attempt. Its budget is counted
-    /// from that attempt's start.
+    /// from its start (elapsed zero), normally its first attempt's.
+    ///
+    /// If the policy has [jitter](crate::Jitter), the action's generator is
+    /// seeded from `fastrand`'s thread-local generator, so that actions
+    /// refused together spread apart; use [`Action::with_seed`] for a
+    /// reproducible schedule. Without jitter nothing random is ever read.
     pub fn new(policy: Policy) -> Self {
+        let seed = if policy.jitter() == Jitter::None {
+            0
+        } else {
+            fastrand::u64(..)
+        };
+        Self::with_seed(policy, seed)
+    }
+
+    /// A new action whose jitter is drawn from a generator seeded with
+    /// `seed`: the same seed and the same inputs give the same schedule.
+    /// Give concurrent actions different seeds, or they retry together.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Jitter, Policy, RetryAfter};
+    ///
+    /// let policy = Policy::builder().jitter(Jitter::Full).build()?;
+    /// let wait = |seed| {
+    ///     let mut action = Action::with_seed(policy, seed);
+    ///     action.attempt_started(Duration::ZERO);
+    ///     action.response(Duration::from_secs(1), 429, &RetryAfter::Missing, None)
+    /// };
+    /// assert_eq!(wait(7), wait(7));
+    /// let Decision::WaitUntil(until) = wait(7) else { panic!() };
+    /// // Full jitter on the 2 s fallback: between the 1 s floor and 2 s.
+    /// assert!(until >= Duration::from_secs(2) && until <= Duration::from_secs(3));
+    /// # Ok::<(), retry_budget::PolicyError>(())
+    /// ```
+    pub fn with_seed(policy: Policy, seed: u64) -> Self {
         Self {
             policy,
             phase: Phase::Ready,
@@ -124,6 +180,9 @@ impl Action {
             server_requested_wait: None,
             // No allocation until the first event: a fresh action is free.
             events: Vec::new(),
+            rng: fastrand::Rng::with_seed(seed),
+            previous_fallback: None,
+            server_asked_until: None,
         }
     }
 
@@ -177,6 +236,7 @@ impl Action {
             return self.stop(now, outcome);
         }
         self.attempts_started += 1;
+        self.server_asked_until = None;
         self.phase = Phase::InFlight { started: now };
         let reservation_end = now.saturating_add(self.policy.attempt_cap());
         self.push(
@@ -214,6 +274,10 @@ impl Action {
             },
         );
 
+        self.server_asked_until = self
+            .server_delay(status, retry_after, calendar)
+            .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
+
         if !self.policy.retries(status) {
             let outcome = if (200..400).contains(&status) {
                 Outcome::Success
@@ -237,12 +301,12 @@ impl Action {
                 completed: self.attempts_started,
             },
         };
-        let wait = match basis {
+        let (wait, basis) = match basis {
             WaitBasis::Server { requested } => {
                 self.server_requested_wait = Some(requested);
-                requested.max(self.policy.min_wait())
+                (requested.max(self.policy.min_wait()), basis)
             }
-            WaitBasis::Fallback { completed } => self.policy.fallback_wait(completed),
+            _ => self.fallback(self.attempts_started),
         };
         let until = now.saturating_add(wait);
         let Some(reservation_end) = self.reservation_end(until) else {
@@ -287,6 +351,92 @@ impl Action {
             }
             Err(outcome) => self.stop(now, outcome),
         }
+    }
+
+    /// The client's shared retry budget refused the retry that
+    /// [`response`](Action::response) has just planned (it answered
+    /// [`Decision::WaitUntil`]): stop at `now` as
+    /// [`Outcome::RetryThrottled`] instead of waiting for nothing. Call it
+    /// right after that response: no wait is counted. The last response stays
+    /// the last response. Ignored in any other phase, and during a
+    /// [hold-off](Action::hold_off) wait (which is no retry).
+    pub fn retry_refused(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        if !matches!(self.phase, Phase::Waiting { .. }) || self.attempts_started == 0 {
+            return self.decision();
+        }
+        self.push(
+            now,
+            EventKind::RetryRefused {
+                attempt: self.attempts_started + 1,
+            },
+        );
+        self.stop(now, Outcome::RetryThrottled)
+    }
+
+    /// Before the first attempt: the service has asked the client to wait
+    /// until elapsed `until` (another action to the same service got a 429
+    /// with a `Retry-After`; see
+    /// [`server_asked_until`](Self::server_asked_until)).
+    ///
+    /// * `until <= now`: nothing to honour, [`Decision::StartNow`] stands.
+    /// * the first attempt's full cap still fits after `until`:
+    ///   [`Decision::WaitUntil`]`(until)`, then
+    ///   [`timer_woke`](Self::timer_woke) as for any wait;
+    /// * otherwise stop at once as [`Outcome::HeldOff`]: nothing is sent.
+    ///
+    /// The wait counts in this action's budget (its elapsed zero is its
+    /// start, not its first attempt's). Ignored once an attempt has started.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut waits = Action::new(Policy::default());
+    /// assert_eq!(waits.hold_off(s(0), s(10)), Decision::WaitUntil(s(10)));
+    /// assert_eq!(waits.timer_woke(s(10)), Decision::StartNow);
+    ///
+    /// // 17 + 4 > 20: the first attempt could not finish inside the budget.
+    /// let mut stops = Action::new(Policy::default());
+    /// assert_eq!(stops.hold_off(s(0), s(17)), Decision::Stop(Outcome::HeldOff));
+    /// assert_eq!(stops.attempts_started(), 0);
+    /// ```
+    pub fn hold_off(&mut self, now: Duration, until: Duration) -> Decision {
+        let now = self.observe(now);
+        if self.phase != Phase::Ready || self.attempts_started > 0 || until <= now {
+            return self.decision();
+        }
+        match self.reservation_end(until) {
+            Some(reservation_end) => {
+                self.phase = Phase::Waiting { from: now, until };
+                self.push(
+                    now,
+                    EventKind::WaitPlanned {
+                        wait: until - now,
+                        until,
+                        reservation_end,
+                        basis: WaitBasis::HoldOff,
+                    },
+                );
+                self.decision()
+            }
+            None => {
+                self.push(now, EventKind::HeldOff { until });
+                self.stop(now, Outcome::HeldOff)
+            }
+        }
+    }
+
+    /// After a `429` with a usable `Retry-After` (delay-seconds, or an
+    /// HTTP-date with a trusted calendar reading): the elapsed time until
+    /// which the service asked the client to wait, `receipt + max(min_wait,
+    /// delay)`, whatever this action decided (it may have stopped because
+    /// the wait does not fit). `None` otherwise, and again once the next
+    /// attempt starts. A caller running many actions shares it with later
+    /// first attempts to the same service ([`hold_off`](Self::hold_off)).
+    pub const fn server_asked_until(&self) -> Option<Duration> {
+        self.server_asked_until
     }
 
     /// The caller left at `now` (dropped the future, fired a cancellation
@@ -375,7 +525,72 @@ impl Action {
             starts,
             waits,
             events: self.events,
+            shared_with: 0,
         })
+    }
+
+    /// The server's delay in a `429`'s `Retry-After`, if usable.
+    fn server_delay(
+        &self,
+        status: u16,
+        retry_after: &RetryAfter,
+        calendar: Option<SystemTime>,
+    ) -> Option<Duration> {
+        if status != 429 {
+            return None;
+        }
+        match retry_after {
+            RetryAfter::Seconds(delay) => Some(*delay),
+            RetryAfter::Date(date) => {
+                calendar.map(|at_receipt| date.duration_since(at_receipt).unwrap_or(Duration::ZERO))
+            }
+            RetryAfter::Missing | RetryAfter::Invalid(_) => None,
+        }
+    }
+
+    /// The local fallback wait after `completed` attempts, spread by the
+    /// policy's jitter (see [`Jitter`]).
+    fn fallback(&mut self, completed: u32) -> (Duration, WaitBasis) {
+        let unjittered = self.policy.fallback_wait(completed);
+        let floor = self.policy.min_wait().min(unjittered);
+        let wait = match self.policy.jitter() {
+            Jitter::None => return (unjittered, WaitBasis::Fallback { completed }),
+            Jitter::Full => self.uniform(floor, unjittered),
+            Jitter::Equal => self.uniform((unjittered / 2).max(floor), unjittered),
+            Jitter::Decorrelated => {
+                let first = self.policy.fallback_wait(1);
+                let previous = self.previous_fallback.unwrap_or(first);
+                let mut high = previous.saturating_mul(3).max(first);
+                if let Some(cap) = self.policy.fallback_cap() {
+                    high = high.min(cap);
+                }
+                self.uniform(first.min(high), high).max(floor)
+            }
+            Jitter::Additive(extra) => {
+                unjittered.saturating_add(self.uniform(Duration::ZERO, extra))
+            }
+        };
+        self.previous_fallback = Some(wait);
+        (
+            wait,
+            WaitBasis::FallbackJittered {
+                completed,
+                unjittered,
+            },
+        )
+    }
+
+    /// A uniform draw in whole milliseconds within `[low, high]` (`low` if
+    /// no whole millisecond lies strictly above it).
+    fn uniform(&mut self, low: Duration, high: Duration) -> Duration {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let sub_milli = u64::from(low.subsec_nanos() % 1_000_000 != 0);
+        let lo = millis(low).saturating_add(sub_milli);
+        let hi = millis(high);
+        if lo >= hi {
+            return low;
+        }
+        Duration::from_millis(self.rng.u64(lo..=hi))
     }
 
     fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {

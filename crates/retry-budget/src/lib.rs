@@ -26,6 +26,8 @@
 //! | `retry_after.rs` | parsing `Retry-After` |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `trail.rs` | the events of the trail |
+//! | `ratio.rs` | the retry budget shared by all actions of a client |
+//! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
 //! | `replay.rs` | the arithmetic model over given data |
 //!
@@ -43,7 +45,8 @@
 //!     report.to_string(),
 //!     "Stopped: the retry budget cannot fit the next request.\n\
 //!      Last response: 429. Attempts: 1 / 3. Elapsed: 2 s.\n\
-//!      The service asked to wait 30 s; no retry was sent."
+//!      The service asked to wait 30 s; no retry was sent.\n\
+//!      Category: rate_limit. The service is limiting requests; trying later may work."
 //! );
 //! ```
 #![forbid(unsafe_code)]
@@ -53,6 +56,7 @@ mod action;
 mod category;
 mod outcome;
 mod policy;
+mod ratio;
 mod report;
 mod retry_after;
 mod secs;
@@ -65,9 +69,10 @@ pub use action::{Action, Decision};
 pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{
-    Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
+    Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
 };
+pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;
 pub use retry_after::{InvalidReason, InvalidRetryAfter, RetryAfter, MAX_KEPT_RAW};
 pub use status::StatusSet;

@@ -27,6 +27,15 @@ pub enum Outcome {
     AttemptTimeout,
     /// The transport failed before a response arrived (never retried).
     TransportError,
+    /// A retry was due and fitted the action's own budget, but the client's
+    /// shared retry budget (a ratio of first attempts across all actions)
+    /// refused it. Not `budget_exhausted`, which is this action's time
+    /// budget.
+    RetryThrottled,
+    /// Another action to the same service was told to wait (429 with a
+    /// `Retry-After`), and this action's first attempt could not wait that
+    /// long inside its budget: nothing was sent.
+    HeldOff,
     /// Model only: the given data cannot be replayed (an attempt longer than
     /// the cap, a script that runs out of attempts).
     InvalidData,
@@ -44,12 +53,16 @@ impl Outcome {
             Self::ClockUntrusted => "clock_untrusted",
             Self::AttemptTimeout => "attempt_timeout",
             Self::TransportError => "transport_error",
+            Self::RetryThrottled => "retry_throttled",
+            Self::HeldOff => "held_off",
             Self::InvalidData => "invalid_data",
         }
     }
 
-    /// Every outcome, in the order of the list in SPEC §2.
-    pub const ALL: [Self; 9] = [
+    /// Every outcome, in the order of the list in SPEC §2, then those of
+    /// SPEC §3 (`retry_throttled`, `held_off`), then the model's
+    /// `invalid_data`.
+    pub const ALL: [Self; 11] = [
         Self::Success,
         Self::NotRetryable,
         Self::BudgetExhausted,
@@ -58,6 +71,8 @@ impl Outcome {
         Self::ClockUntrusted,
         Self::AttemptTimeout,
         Self::TransportError,
+        Self::RetryThrottled,
+        Self::HeldOff,
         Self::InvalidData,
     ];
 

@@ -10,6 +10,57 @@ use std::time::Duration;
 
 use crate::status::StatusSet;
 
+/// How the local fallback wait is spread, so that clients refused together do
+/// not retry together (SPEC §3).
+///
+/// Jitter applies **only** to the local fallback (no usable `Retry-After`):
+/// a server's delay is never shortened nor spread. Let `w` be the fallback
+/// wait after `k` completed attempts (`base^k` seconds, capped by
+/// [`PolicyBuilder::fallback_cap`] if set) and `floor = min(min_wait, w)`:
+///
+/// | jitter | wait |
+/// |---|---|
+/// | [`None`](Jitter::None) (default) | exactly `w`: the given schedules stay exact |
+/// | [`Full`](Jitter::Full) | uniform in `[floor, w]` |
+/// | [`Equal`](Jitter::Equal) | uniform in `[max(floor, w/2), w]` |
+/// | [`Decorrelated`](Jitter::Decorrelated) | uniform in `[w1, max(w1, 3 × previous)]`, capped, where `w1` is the first fallback wait (AWS's "decorrelated jitter") |
+/// | [`Additive(x)`](Jitter::Additive) | `w` plus uniform in `[0, x]`: the source's `+ Math.random() * 500` (only ever lengthens) |
+///
+/// Draws are in whole milliseconds, from a generator seeded per action
+/// ([`Action::with_seed`](crate::Action::with_seed)), so a seed reproduces a
+/// schedule exactly. Whatever the draw, the reservation rule still decides
+/// whether the next attempt may start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Jitter {
+    /// No jitter: the fallback wait is exactly `base^k` seconds (capped).
+    #[default]
+    None,
+    /// "Full jitter": uniform between the floor and the fallback wait.
+    Full,
+    /// "Equal jitter": at least half of the fallback wait, at most all of it.
+    Equal,
+    /// "Decorrelated jitter": each wait drawn from the first fallback wait up
+    /// to three times the previous wait, capped.
+    Decorrelated,
+    /// The fallback wait plus a uniform extra of at most this much.
+    Additive(Duration),
+}
+
+impl Jitter {
+    /// The `snake_case` name: `none`, `full`, `equal`, `decorrelated`,
+    /// `additive`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Full => "full",
+            Self::Equal => "equal",
+            Self::Decorrelated => "decorrelated",
+            Self::Additive(_) => "additive",
+        }
+    }
+}
+
 /// The default total budget of one action: 20 s (SPEC §2).
 pub const DEFAULT_TOTAL_BUDGET: Duration = Duration::from_secs(20);
 /// The default number of attempts, the first included: 3.
@@ -29,7 +80,7 @@ pub const DEFAULT_FALLBACK_BASE: u32 = 2;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::Policy;
+/// use retry_budget::{Jitter, Policy};
 ///
 /// let policy = Policy::builder()
 ///     .total_budget(Duration::from_secs(10))
@@ -45,6 +96,13 @@ pub const DEFAULT_FALLBACK_BASE: u32 = 2;
 ///     .build()
 ///     .unwrap_err();
 /// assert!(err.to_string().contains("per-attempt cap"));
+///
+/// // The source's local backoff: capped at 8 s, spread by jitter.
+/// let spread = Policy::builder()
+///     .jitter(Jitter::Equal)
+///     .fallback_cap(Duration::from_secs(8))
+///     .build()?;
+/// assert_eq!(spread.fallback_wait(5), Duration::from_secs(8));
 /// # Ok::<(), retry_budget::PolicyError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +112,8 @@ pub struct Policy {
     attempt_cap: Duration,
     min_wait: Duration,
     fallback_base: u32,
+    fallback_cap: Option<Duration>,
+    jitter: Jitter,
     retry_statuses: StatusSet,
 }
 
@@ -65,6 +125,8 @@ impl Default for Policy {
             attempt_cap: DEFAULT_ATTEMPT_CAP,
             min_wait: DEFAULT_MIN_WAIT,
             fallback_base: DEFAULT_FALLBACK_BASE,
+            fallback_cap: None,
+            jitter: Jitter::None,
             retry_statuses: StatusSet::TOO_MANY_REQUESTS,
         }
     }
@@ -114,6 +176,18 @@ impl Policy {
         self.fallback_base
     }
 
+    /// The cap on the local fallback wait, if any (the source caps it at
+    /// 8 s). A server's delay is never capped.
+    pub const fn fallback_cap(&self) -> Option<Duration> {
+        self.fallback_cap
+    }
+
+    /// The jitter applied to the local fallback wait (default
+    /// [`Jitter::None`]).
+    pub const fn jitter(&self) -> Jitter {
+        self.jitter
+    }
+
     /// The statuses that are retried.
     pub const fn retry_statuses(&self) -> &StatusSet {
         &self.retry_statuses
@@ -124,13 +198,19 @@ impl Policy {
         self.retry_statuses.contains(status)
     }
 
-    /// The fallback wait after `completed` attempts: `base^completed` seconds,
-    /// saturating at the largest `Duration` of whole seconds.
+    /// The fallback wait after `completed` attempts, before jitter:
+    /// `base^completed` seconds, saturating at the largest `Duration` of
+    /// whole seconds, then capped by the [fallback cap](Self::fallback_cap)
+    /// if one is set.
     pub fn fallback_wait(&self, completed: u32) -> Duration {
         let secs = u64::from(self.fallback_base)
             .checked_pow(completed)
             .unwrap_or(u64::MAX);
-        Duration::from_secs(secs)
+        let wait = Duration::from_secs(secs);
+        match self.fallback_cap {
+            Some(cap) => wait.min(cap),
+            None => wait,
+        }
     }
 }
 
@@ -169,6 +249,20 @@ impl PolicyBuilder {
     /// The fallback base (default 2: waits of 2 s, then 4 s).
     pub fn fallback_base(mut self, base: u32) -> Self {
         self.policy.fallback_base = base;
+        self
+    }
+
+    /// Caps the local fallback wait (default: no cap). The source caps it at
+    /// 8 s. A server's delay is never capped. Must be greater than zero.
+    pub fn fallback_cap(mut self, cap: Duration) -> Self {
+        self.policy.fallback_cap = Some(cap);
+        self
+    }
+
+    /// Spreads the local fallback wait (default [`Jitter::None`], which
+    /// keeps every schedule exact). See [`Jitter`].
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.policy.jitter = jitter;
         self
     }
 
@@ -216,6 +310,9 @@ impl PolicyBuilder {
         if policy.fallback_base == 0 {
             return Err(PolicyError::ZeroFallbackBase);
         }
+        if policy.fallback_cap == Some(Duration::ZERO) {
+            return Err(PolicyError::ZeroFallbackCap);
+        }
         Ok(policy)
     }
 }
@@ -252,6 +349,9 @@ pub enum PolicyError {
     /// A fallback base of zero would mean retrying without any wait.
     #[error("the fallback base must be at least 1")]
     ZeroFallbackBase,
+    /// A fallback cap of zero would mean retrying without any wait.
+    #[error("the fallback cap must be greater than zero")]
+    ZeroFallbackCap,
 }
 
 /// Formats a duration as seconds, the way every message of this crate does:
@@ -328,6 +428,22 @@ mod tests {
             b().fallback_base(0).build(),
             Err(PolicyError::ZeroFallbackBase)
         );
+        assert_eq!(
+            b().fallback_cap(Duration::ZERO).build(),
+            Err(PolicyError::ZeroFallbackCap)
+        );
+    }
+
+    #[test]
+    fn the_fallback_cap_bounds_the_exponential_only() {
+        let p = Policy::builder()
+            .fallback_cap(Duration::from_secs(8))
+            .build()
+            .unwrap();
+        assert_eq!(p.fallback_wait(2), Duration::from_secs(4));
+        assert_eq!(p.fallback_wait(3), Duration::from_secs(8));
+        assert_eq!(p.fallback_wait(200), Duration::from_secs(8));
+        assert_eq!(p.jitter(), Jitter::None, "jitter is off by default");
     }
 
     #[test]

@@ -5,6 +5,12 @@
 //! response at all an `attempt_timeout`. The visible status line
 //! ([`Display`](std::fmt::Display)) says what happened without claiming that
 //! the service recovered or failed for good.
+//!
+//! Its lines, in order: the headline (the outcome); the last response,
+//! attempts and elapsed time; what the service asked when no retry followed
+//! it; then, for every ending but `success`, the [`Category`] with its human
+//! hint (`Category: rate_limit. ...`); and, if the result was shared by
+//! identical requests (single flight), how many received it.
 
 use std::fmt;
 use std::time::Duration;
@@ -54,6 +60,10 @@ pub struct Report {
     pub waits: Vec<(Duration, Duration)>,
     /// The full trail.
     pub events: Vec<Event>,
+    /// How many other callers received this same result because their
+    /// identical requests were coalesced with this one (single flight);
+    /// 0 when the result was not shared.
+    pub shared_with: u32,
 }
 
 impl Report {
@@ -64,17 +74,20 @@ impl Report {
 
     /// The category of the ending: `None` for `success` (and for the
     /// model's `invalid_data`), otherwise what kind of failure or ending it
-    /// was, from the outcome and the last status.
+    /// was, from the outcome and the last status. A `held_off` action sent
+    /// nothing, but the service had asked the client to wait: `rate_limit`.
     pub fn category(&self) -> Option<Category> {
         match self.outcome {
             Outcome::Success | Outcome::InvalidData => None,
             Outcome::Cancelled => Some(Category::Cancelled),
             Outcome::AttemptTimeout => Some(Category::Timeout),
             Outcome::TransportError => Some(Category::Transport),
+            Outcome::HeldOff => Some(Category::RateLimit),
             Outcome::NotRetryable
             | Outcome::BudgetExhausted
             | Outcome::AttemptsExhausted
-            | Outcome::ClockUntrusted => self.last_status.and_then(Category::of_status),
+            | Outcome::ClockUntrusted
+            | Outcome::RetryThrottled => self.last_status.and_then(Category::of_status),
         }
     }
 
@@ -111,6 +124,8 @@ impl Report {
             Outcome::TransportError => format!(
                 "Stopped: attempt {attempt} failed before any response arrived."
             ),
+            Outcome::RetryThrottled => "Stopped: the client's shared retry budget refused the next request.".into(),
+            Outcome::HeldOff => "Stopped: the service asked this client to wait longer than the budget allows; nothing was sent.".into(),
             Outcome::InvalidData => "Stopped: the given data cannot be replayed.".into(),
         }
     }
@@ -125,6 +140,36 @@ impl Report {
             }
         }
         None
+    }
+
+    /// The hold-off this action could not honour, as the wait left at the
+    /// stop.
+    fn held_off_for(&self) -> Option<Duration> {
+        self.events.iter().rev().find_map(|event| match event.kind {
+            EventKind::HeldOff { until } => Some(until.saturating_sub(event.at)),
+            _ => None,
+        })
+    }
+
+    fn lines_after_status(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(wait) = self.held_off_for() {
+            write!(
+                f,
+                "\nAnother request to this service was told to wait {} more; this one was not sent.",
+                Secs(wait)
+            )?;
+        }
+        if let Some(category) = self.category() {
+            write!(f, "\nCategory: {category}. {}", category.hint())?;
+        }
+        if self.shared_with > 0 {
+            write!(
+                f,
+                "\nShared: {} identical requests received this one result.",
+                u64::from(self.shared_with) + 1
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -148,9 +193,10 @@ impl fmt::Display for Report {
                 | Outcome::AttemptsExhausted
                 | Outcome::ClockUntrusted
                 | Outcome::Cancelled
+                | Outcome::RetryThrottled
         );
         if !retried_status || self.last_status.is_none() {
-            return Ok(());
+            return self.lines_after_status(f);
         }
         match self.unanswered_retry_after() {
             Some(RetryAfterSeen::Seconds { value }) => write!(
@@ -171,6 +217,7 @@ impl fmt::Display for Report {
                 "\nThe service sent an unusable Retry-After ({raw}); no retry was sent."
             ),
             None => Ok(()),
-        }
+        }?;
+        self.lines_after_status(f)
     }
 }

@@ -86,6 +86,20 @@ pub enum EventKind {
         /// 1-based attempt number.
         attempt: u32,
     },
+    /// The client's shared retry budget refused the retry just planned: the
+    /// wait is abandoned at once.
+    RetryRefused {
+        /// The 1-based number of the attempt that will not be sent.
+        attempt: u32,
+    },
+    /// Before its first attempt, the action learnt that the service asked
+    /// the client to wait until `until` (elapsed), and the first attempt's
+    /// reservation would not fit after that: nothing is sent.
+    HeldOff {
+        /// When the service's hold-off ends.
+        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        until: Duration,
+    },
     /// The action stopped.
     Stopped {
         /// Why.
@@ -105,11 +119,24 @@ pub enum WaitBasis {
         #[serde(rename = "requested_s", serialize_with = "crate::secs::ser")]
         requested: Duration,
     },
-    /// No usable `Retry-After`: `base^completed` seconds.
+    /// No usable `Retry-After`: `base^completed` seconds (capped, if the
+    /// policy caps the fallback).
     Fallback {
         /// Attempts completed so far.
         completed: u32,
     },
+    /// No usable `Retry-After`: the fallback wait, spread by the policy's
+    /// [`Jitter`](crate::Jitter).
+    FallbackJittered {
+        /// Attempts completed so far.
+        completed: u32,
+        /// The fallback wait before jitter.
+        #[serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")]
+        unjittered: Duration,
+    },
+    /// Before the first attempt: another action to the same service was
+    /// asked to wait (429 with `Retry-After`), and this one honours it.
+    HoldOff,
 }
 
 /// The `Retry-After` of a response, as recorded in the trail.

@@ -1124,6 +1124,11 @@ fn assert_no_overclaim(text: &str) {
     }
 }
 
+const RATE_LIMIT_LINE: &str =
+    "Category: rate_limit. The service is limiting requests; trying later may work.";
+const CANCELLED_LINE: &str =
+    "Category: cancelled. The request was cancelled; this is not an error.";
+
 #[test]
 fn status_text_for_budget_exhausted_without_retry_after() {
     // Fallback after one attempt is 2 s: 14.5 + 2 + 4 = 20.5 > 20.
@@ -1134,7 +1139,8 @@ fn status_text_for_budget_exhausted_without_retry_after() {
         text,
         "Stopped: the retry budget cannot fit the next request.\n\
          Last response: 429. Attempts: 1 / 3. Elapsed: 14.5 s.\n\
-         The service gave no Retry-After; no retry was sent."
+         The service gave no Retry-After; no retry was sent.\n\
+         Category: rate_limit. The service is limiting requests; trying later may work."
     );
     assert_no_overclaim(&text);
 }
@@ -1149,7 +1155,7 @@ fn status_text_for_success_keeps_the_response_apart() {
     action.response(s(7), 204, &RetryAfter::Missing, cal(s(7)));
     let text = report(&action).to_string();
     let lines: Vec<_> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 2, "success has no category line: {text}");
     assert!(lines[0].starts_with("Finished:"), "{text}");
     assert_eq!(
         lines[1],
@@ -1166,7 +1172,7 @@ fn status_text_for_attempts_exhausted() {
     action.response(s(2), 429, &ra("5"), cal(s(2)));
     let text = report(&action).to_string();
     let lines: Vec<_> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
     assert!(lines[0].starts_with("Stopped:"), "{text}");
     assert!(lines[0].contains("attempt"), "{text}");
     assert_eq!(
@@ -1177,6 +1183,7 @@ fn status_text_for_attempts_exhausted() {
         lines[2],
         "The service asked to wait 5 s; no retry was sent."
     );
+    assert_eq!(lines[3], RATE_LIMIT_LINE);
     assert_no_overclaim(&text);
 }
 
@@ -1187,7 +1194,8 @@ fn status_text_for_clock_untrusted_names_the_date() {
     action.response(s(2), 429, &ra("Mon, 01 Jan 2024 12:00:06 GMT"), None);
     let text = report(&action).to_string();
     let lines: Vec<_> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "{text}");
+    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines[3], RATE_LIMIT_LINE);
     assert!(lines[0].contains("clock"), "{text}");
     assert_eq!(
         lines[1],
@@ -1215,6 +1223,8 @@ fn status_text_for_cancelled() {
         lines[2],
         "The service asked to wait 8 s; no retry was sent."
     );
+    assert_eq!(lines[3], CANCELLED_LINE);
+    assert_eq!(lines.len(), 4, "{text}");
     assert_no_overclaim(&text);
 
     // Cancelled during the second attempt: that attempt has no answer, so
@@ -1224,7 +1234,8 @@ fn status_text_for_cancelled() {
     action.attempt_started(s(3));
     action.caller_left(s(4));
     let text = report(&action).to_string();
-    assert_eq!(text.lines().count(), 2, "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert_eq!(text.lines().nth(2), Some(CANCELLED_LINE), "{text}");
     assert!(!text.contains("asked to wait"), "{text}");
 }
 
@@ -1235,11 +1246,15 @@ fn status_text_for_attempt_timeout_and_transport_error_has_no_response() {
     action.attempt_timed_out(s(4));
     let text = report(&action).to_string();
     let lines: Vec<_> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[0].contains("4 s"), "names the cap: {text}");
     assert_eq!(
         lines[1],
         "Last response: none. Attempts: 1 / 3. Elapsed: 4 s."
+    );
+    assert_eq!(
+        lines[2],
+        "Category: timeout. The service did not answer in time."
     );
     assert_no_overclaim(&text);
 
@@ -1248,23 +1263,34 @@ fn status_text_for_attempt_timeout_and_transport_error_has_no_response() {
     action.transport_failed(ms(300));
     let text = report(&action).to_string();
     let lines: Vec<_> = text.lines().collect();
-    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
     assert_eq!(
         lines[1],
         "Last response: none. Attempts: 1 / 3. Elapsed: 0.3 s."
     );
+    assert_eq!(lines[2], "Category: transport. The connection failed.");
     assert_no_overclaim(&text);
 }
 
 #[test]
 fn status_text_for_not_retryable_shows_the_status_without_judging_it() {
-    for status in [503, 404] {
+    for (status, category) in [
+        (
+            503,
+            "Category: server_error. The service reported an error of its own.",
+        ),
+        (
+            404,
+            "Category: client_error. The service rejected the request itself.",
+        ),
+    ] {
         let mut action = action();
         action.attempt_started(s(0));
         action.response(s(1), status, &ra("5"), cal(s(1)));
         let text = report(&action).to_string();
         let lines: Vec<_> = text.lines().collect();
-        assert_eq!(lines.len(), 2, "{text}");
+        assert_eq!(lines.len(), 3, "{text}");
+        assert_eq!(lines[2], category, "{text}");
         assert!(lines[0].starts_with("Stopped:"), "{text}");
         assert_eq!(
             lines[1],

@@ -93,7 +93,8 @@ fn the_visible_status_of_the_spec_example() {
         report.to_string(),
         "Stopped: the retry budget cannot fit the next request.\n\
          Last response: 429. Attempts: 1 / 3. Elapsed: 2 s.\n\
-         The service asked to wait 30 s; no retry was sent."
+         The service asked to wait 30 s; no retry was sent.\n\
+         Category: rate_limit. The service is limiting requests; trying later may work."
     );
 }
 

@@ -431,7 +431,15 @@ fn retry_after_is_valid(seen: &RetryAfterSeen) -> bool {
 fn check_status_text(report: &Report) -> Result<(), TestCaseError> {
     let text = report.to_string();
     prop_assert!(!overclaims(&text), "{}", text);
-    let lines: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<&str> = text.lines().collect();
+    // Every ending but success closes with its category's hint, exactly.
+    match report.category() {
+        Some(category) => {
+            let hint = format!("Category: {category}. {}", category.hint());
+            prop_assert_eq!(lines.pop(), Some(hint.as_str()), "{}", text);
+        }
+        None => prop_assert!(!text.contains("Category:"), "{}", text),
+    }
     prop_assert!(lines.len() == 2 || lines.len() == 3, "{}", text);
     let status = report
         .last_status
