@@ -1,13 +1,21 @@
 //! `retry-budget`: the command line of the bounded retry budget.
 //!
 //! Every subcommand is one variant of [`Command`] and lives in its own
-//! module; the budget rule itself stays in the `retry-budget` crate.
+//! module; the budget rule itself stays in the `retry-budget` crate, and
+//! `get` and `demo` only show what the tower layer reports.
+//!
+//! A usage error (a bad flag or value) is one line on stderr and exit
+//! status 2.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
+mod demo;
+mod get;
+mod progress;
 mod replay;
 mod table;
 
@@ -24,10 +32,48 @@ enum Command {
     /// Replay a fixture of scripted schedules through the budget and print
     /// one result per case (JSON Lines by default).
     Replay(replay::Args),
+    /// Send one request through the retry budget, showing every step on
+    /// stderr and the body (or, with --json, the report) on stdout.
+    Get(get::Args),
+    /// Play a case of the given schedules on a local server in real time,
+    /// and run `get` against it.
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => match err.kind() {
+            ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
+            _ => return get::usage_error(&one_line(&err)),
+        },
+    };
+    match cli.command {
         Command::Replay(args) => replay::run(&args),
+        Command::Get(args) => get::run(args),
+        Command::Demo(args) => demo::run(&args),
     }
+}
+
+/// A clap error on one line: its text up to the usage, without the
+/// `error: ` prefix.
+fn one_line(err: &clap::Error) -> String {
+    let text = err.render().to_string();
+    let parts: Vec<&str> = text
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let mut joined = String::new();
+    for part in parts {
+        if !joined.is_empty() {
+            joined.push_str(if joined.ends_with(':') { " " } else { "; " });
+        }
+        joined.push_str(part);
+    }
+    let message = joined.strip_prefix("error: ").unwrap_or(&joined);
+    format!("{message} (see --help)")
 }

@@ -118,6 +118,9 @@ fn rows(events: &[Event]) -> Vec<Row> {
                             Secs(*wait)
                         )
                     }
+                    // A basis this table does not know yet: the numbers
+                    // below still say when and until when.
+                    _ => String::new(),
                 };
                 let floor = match basis {
                     WaitBasis::Server { requested } if wait > requested => {
