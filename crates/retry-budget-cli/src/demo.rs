@@ -9,7 +9,6 @@
 //! listed by `--list` with the reason, and refused.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -271,14 +270,14 @@ async fn serve(listener: TcpListener, case: Arc<Case>, console: Console) {
     // The real calendar time that stands for the case's epoch: the first
     // request's arrival, rounded up to a whole second.
     let epoch = Arc::new(OnceLock::new());
-    while let Ok((stream, peer)) = listener.accept().await {
+    while let Ok((stream, _)) = listener.accept().await {
         let (case, console, seen, epoch) =
             (case.clone(), console.clone(), seen.clone(), epoch.clone());
         tokio::spawn(async move {
-            let service = service_fn(move |request: Request<Incoming>| {
+            let service = service_fn(move |_: Request<Incoming>| {
                 let n = seen.fetch_add(1, Ordering::SeqCst);
                 let epoch = *epoch.get_or_init(|| whole_second_after(SystemTime::now()));
-                respond(case.clone(), console.clone(), n, epoch, request, peer)
+                respond(case.clone(), console.clone(), n, epoch)
             });
             // A client that gives up mid-attempt closes the connection:
             // nothing to report.
@@ -295,8 +294,6 @@ async fn respond(
     console: Console,
     n: usize,
     epoch: SystemTime,
-    _request: Request<Incoming>,
-    _peer: SocketAddr,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let Some(attempt) = case.attempts.get(n) else {
         console.line(&format!(
