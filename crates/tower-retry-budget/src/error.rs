@@ -16,6 +16,13 @@ pub enum ErrorKind<E> {
     AttemptTimeout,
     /// The caller's cancellation token fired (`cancelled`).
     Cancelled,
+    /// The action stopped before its first attempt was sent, so there is no
+    /// response to return: the service had asked the client to wait longer
+    /// than the action's budget allows (`held_off`, see
+    /// [`HoldOff`](crate::HoldOff)), or the budget ran out while the first
+    /// attempt waited for that hold-off or for the inner service
+    /// (`budget_exhausted`). The report says which.
+    NotSent,
 }
 
 /// The error of [`RetryBudget`](crate::RetryBudget).
@@ -46,12 +53,18 @@ impl<E> Error<E> {
         self.report.as_deref()
     }
 
-    /// The outcome: `transport_error`, `attempt_timeout` or `cancelled`.
+    /// The outcome: `transport_error`, `attempt_timeout`, `cancelled`, or
+    /// for [`ErrorKind::NotSent`] the report's (`held_off` or
+    /// `budget_exhausted`).
     pub fn outcome(&self) -> Outcome {
         match self.kind {
             ErrorKind::Inner(_) => Outcome::TransportError,
             ErrorKind::AttemptTimeout => Outcome::AttemptTimeout,
             ErrorKind::Cancelled => Outcome::Cancelled,
+            ErrorKind::NotSent => self
+                .report
+                .as_ref()
+                .map_or(Outcome::HeldOff, |report| report.outcome),
         }
     }
 
@@ -80,6 +93,11 @@ impl<E> Error<E> {
     pub fn is_cancelled(&self) -> bool {
         matches!(self.kind, ErrorKind::Cancelled)
     }
+
+    /// Whether the action stopped before sending anything.
+    pub fn is_not_sent(&self) -> bool {
+        matches!(self.kind, ErrorKind::NotSent)
+    }
 }
 
 impl<E: fmt::Debug> fmt::Debug for Error<E> {
@@ -98,6 +116,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             ErrorKind::Inner(e) => write!(f, "request failed: {e}")?,
             ErrorKind::AttemptTimeout => f.write_str("attempt timed out")?,
             ErrorKind::Cancelled => f.write_str("cancelled by the caller")?,
+            ErrorKind::NotSent => f.write_str("not sent: stopped before the first attempt")?,
         }
         if let Some(report) = &self.report {
             write!(

@@ -10,6 +10,12 @@
 //!
 //! No task is spawned. Dropping the future is the caller leaving: the attempt
 //! in flight is dropped with it, and nothing continues in the background.
+//!
+//! What the actions of a client share is fed here too: a 429's
+//! `Retry-After` goes into the [hold-off](crate::HoldOff) map, a planned
+//! retry is withdrawn from the [client budget](crate::ClientBudget) (and a
+//! refusal ends the action as `retry_throttled`), and a first attempt delayed
+//! by a hold-off starts in the `Waiting` state.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,8 +30,10 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tower::Service;
 
+use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference};
 use crate::error::{Error, ErrorKind};
+use crate::hold_off::HoldOff;
 use crate::request;
 
 /// What the future is doing.
@@ -55,6 +63,10 @@ pub(crate) struct Budgeted<S, B, C, R> {
     /// The last retried response, held while waiting so that it can still be
     /// returned if the action stops after the wait.
     pub(crate) last_response: Option<R>,
+    /// The client's shared retry budget, if any.
+    pub(crate) budget: Option<SharedBudget>,
+    /// The client's hold-off map and this request's key in it, if any.
+    pub(crate) hold_off: Option<(HoldOff, String)>,
 }
 
 impl<S, B, C, R> Budgeted<S, B, C, R> {
@@ -73,7 +85,7 @@ impl<S, B, C, R> Budgeted<S, B, C, R> {
 
     /// The report of the stopped action, moving its trail out.
     fn report(&mut self) -> Option<Report> {
-        let fresh = Action::new(*self.action.policy());
+        let fresh = Action::with_seed(*self.action.policy(), 0);
         std::mem::replace(&mut self.action, fresh).into_report()
     }
 }
@@ -105,6 +117,10 @@ pin_project! {
         /// pay for moving it.
         Budgeted {
             attempts: Pin<Box<Attempts<S, B, C>>>,
+        },
+        /// Stopped before anything was sent (a hold-off that does not fit).
+        Stopped {
+            error: Option<Error<S::Error>>,
         },
     }
 }
@@ -189,6 +205,33 @@ where
             },
         }
     }
+
+    /// The first attempt waits for a hold-off until `until` (elapsed).
+    pub(crate) fn deferred(
+        until: Duration,
+        cancelled: Option<WaitForCancellationFutureOwned>,
+        ctx: Budgeted<S, B, C, S::Response>,
+    ) -> Self {
+        Self {
+            kind: Kind::Budgeted {
+                attempts: Box::pin(Attempts {
+                    future: None,
+                    timer: Some(tokio::time::sleep_until(ctx.origin + until)),
+                    cancelled,
+                    deadline: ctx.origin,
+                    state: State::Waiting,
+                    ctx,
+                }),
+            },
+        }
+    }
+
+    /// Ends at once with `error`.
+    pub(crate) fn stopped(error: Error<S::Error>) -> Self {
+        Self {
+            kind: Kind::Stopped { error: Some(error) },
+        }
+    }
 }
 
 impl<S, B, C, ResB> Future for ResponseFuture<S, B, C>
@@ -207,6 +250,12 @@ where
                     .map_err(|e| Error::new(ErrorKind::Inner(e), None));
             }
             KindProj::Budgeted { attempts } => attempts.as_mut().project(),
+            KindProj::Stopped { error } => {
+                let error = error
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                return Poll::Ready(Err(error));
+            }
         };
         let AttemptsProj {
             mut future,
@@ -249,9 +298,20 @@ where
                             );
                             let calendar = ctx.dates.reading(&ctx.calendar, response.headers());
                             let status = response.status().as_u16();
-                            let decision = ctx.step(|action, now| {
+                            let mut decision = ctx.step(|action, now| {
                                 action.response(now, status, &retry_after, calendar)
                             });
+                            if let (Some((map, key)), Some(until)) =
+                                (&ctx.hold_off, ctx.action.server_asked_until())
+                            {
+                                map.hold(key, ctx.origin + until);
+                            }
+                            if let (Decision::WaitUntil(_), Some(budget)) = (decision, &ctx.budget)
+                            {
+                                if !budget.0.withdraw() {
+                                    decision = ctx.step(|action, now| action.retry_refused(now));
+                                }
+                            }
                             if let Decision::WaitUntil(until) = decision {
                                 arm(timer.as_mut(), ctx.origin + until);
                                 ctx.last_response = Some(response);
@@ -325,6 +385,12 @@ where
                                     *state = State::Done;
                                     return Poll::Ready(finish_without_attempt(ctx));
                                 };
+                                if attempt == 1 {
+                                    // A first attempt delayed by a hold-off.
+                                    if let Some(budget) = &ctx.budget {
+                                        budget.0.deposit();
+                                    }
+                                }
                                 ctx.last_response = None;
                                 future.set(Some(ctx.service.call(request)));
                                 *deadline = ctx.origin + deadline_at;
@@ -367,7 +433,8 @@ fn finish_without_attempt<S, B, C, ResB, E>(
     let report = ctx.report();
     match ctx.last_response.take() {
         Some(response) => Ok(with_report(response, report)),
-        None => Err(Error::new(ErrorKind::Cancelled, report)),
+        // Stopped before the first attempt was sent (after a hold-off).
+        None => Err(Error::new(ErrorKind::NotSent, report)),
     }
 }
 

@@ -1,9 +1,15 @@
 //! The [`RetryBudgetLayer`].
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use retry_budget::Policy;
+use tower::retry::budget::Budget;
 use tower::Layer;
 
+use crate::budget::SharedBudget;
 use crate::calendar::{DateReference, SystemCalendar};
+use crate::hold_off::HoldOff;
 use crate::RetryBudget;
 
 /// Wraps a service in [`RetryBudget`].
@@ -26,6 +32,48 @@ pub struct RetryBudgetLayer<C = SystemCalendar> {
     policy: Policy,
     calendar: C,
     dates: DateReference,
+    client: ClientState,
+}
+
+/// What the actions of one client share: the cross-request budget, the
+/// hold-off map and the jitter seeds. All optional, all cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientState {
+    pub(crate) budget: Option<SharedBudget>,
+    pub(crate) hold_off: Option<HoldOff>,
+    pub(crate) seeds: Option<Arc<Seeds>>,
+}
+
+impl ClientState {
+    pub(crate) const NONE: Self = Self {
+        budget: None,
+        hold_off: None,
+        seeds: None,
+    };
+}
+
+/// Per-action jitter seeds derived from one seed: the n-th action of the
+/// layer gets `splitmix64(seed + n)`.
+#[derive(Debug)]
+pub(crate) struct Seeds {
+    base: u64,
+    next: AtomicU64,
+}
+
+impl Seeds {
+    pub(crate) fn next(&self) -> u64 {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        splitmix64(self.base.wrapping_add(n))
+    }
+}
+
+/// Sebastiano Vigna's SplitMix64 finaliser: consecutive inputs give
+/// unrelated seeds.
+const fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 impl RetryBudgetLayer {
@@ -36,6 +84,7 @@ impl RetryBudgetLayer {
             policy,
             calendar: SystemCalendar,
             dates: DateReference::LocalClock,
+            client: ClientState::NONE,
         }
     }
 }
@@ -49,7 +98,43 @@ impl<C> RetryBudgetLayer<C> {
             policy: self.policy,
             calendar,
             dates: self.dates,
+            client: self.client,
         }
+    }
+
+    /// Bounds the retries of all actions through this layer (and its clones)
+    /// to a ratio of their first attempts: see [`ClientBudget`] and the
+    /// [`budget` docs](crate::budget). Any [`Budget`] works, tower's
+    /// `TpsBudget` included. A retry it refuses ends its action as
+    /// `retry_throttled`.
+    ///
+    /// [`ClientBudget`]: crate::ClientBudget
+    pub fn client_budget<B>(mut self, budget: B) -> Self
+    where
+        B: Budget + Send + Sync + 'static,
+    {
+        self.client.budget = Some(SharedBudget(Arc::new(budget)));
+        self
+    }
+
+    /// Makes later first attempts to a service honour a `Retry-After` that
+    /// service gave another action: see [`HoldOff`] and the
+    /// [`hold_off` docs](crate::hold_off).
+    pub fn hold_off(mut self, hold_off: HoldOff) -> Self {
+        self.client.hold_off = Some(hold_off);
+        self
+    }
+
+    /// Seeds the jitter of every action from `seed` (the n-th action gets
+    /// its own seed derived from it), so that a run is reproducible. Without
+    /// it, each action is seeded at random. Matters only if the policy has
+    /// [`Jitter`](retry_budget::Jitter).
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.client.seeds = Some(Arc::new(Seeds {
+            base: seed,
+            next: AtomicU64::new(0),
+        }));
+        self
     }
 
     /// Chooses what an HTTP-date is measured against; see
@@ -69,6 +154,12 @@ impl<S, C: Clone> Layer<S> for RetryBudgetLayer<C> {
     type Service = RetryBudget<S, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RetryBudget::from_parts(inner, self.policy, self.calendar.clone(), self.dates)
+        RetryBudget::from_parts(
+            inner,
+            self.policy,
+            self.calendar.clone(),
+            self.dates,
+            self.client.clone(),
+        )
     }
 }

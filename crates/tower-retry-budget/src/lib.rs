@@ -83,21 +83,26 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod budget;
 mod builder;
 mod calendar;
 pub mod classify;
 mod error;
 mod future;
+pub mod gate;
+pub mod hold_off;
 mod layer;
 mod policy;
 mod request;
 mod service;
 mod trace;
 
+pub use budget::ClientBudget;
 pub use builder::ServiceBuilderExt;
 pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
+pub use hold_off::{HoldOff, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY};
 pub use layer::RetryBudgetLayer;
 pub use policy::BudgetPolicy;
 pub use request::{may_retry, Idempotent};

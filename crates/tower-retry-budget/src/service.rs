@@ -2,6 +2,7 @@
 //! at all, and builds the response future.
 
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use http::{Request, Response};
 use retry_budget::{Action, Decision, Policy};
@@ -10,8 +11,10 @@ use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::future::{Budgeted, ResponseFuture};
+use crate::hold_off::authority_of;
+use crate::layer::ClientState;
 use crate::request;
 
 /// Retries `429 Too Many Requests` inside a hard budget. See the
@@ -26,12 +29,19 @@ use crate::request;
 /// retries too. Waiting for readiness spends budget: if the inner service is
 /// not ready by the latest time at which the full cap still fits, the action
 /// stops as `budget_exhausted`.
+///
+/// A first attempt delayed by a [hold-off](crate::HoldOff) is sent on a
+/// clone too, made ready when the hold-off has passed. The service the
+/// caller made ready is dropped at once (and replaced by an unready clone),
+/// so nothing below (a concurrency limit's slot, say) is held while the
+/// action waits.
 #[derive(Debug, Clone)]
 pub struct RetryBudget<S, C = SystemCalendar> {
     inner: S,
     policy: Policy,
     calendar: C,
     dates: DateReference,
+    client: ClientState,
 }
 
 impl<S> RetryBudget<S> {
@@ -43,6 +53,7 @@ impl<S> RetryBudget<S> {
             policy,
             calendar: SystemCalendar,
             dates: DateReference::LocalClock,
+            client: ClientState::NONE,
         }
     }
 }
@@ -53,12 +64,14 @@ impl<S, C> RetryBudget<S, C> {
         policy: Policy,
         calendar: C,
         dates: DateReference,
+        client: ClientState,
     ) -> Self {
         Self {
             inner,
             policy,
             calendar,
             dates,
+            client,
         }
     }
 
@@ -109,17 +122,66 @@ where
             .get::<CancellationToken>()
             .cloned()
             .map(CancellationToken::cancelled_owned);
+        let mut action = match &self.client.seeds {
+            Some(seeds) => Action::with_seed(self.policy, seeds.next()),
+            None => Action::new(self.policy),
+        };
+        let origin = Instant::now();
+        let hold_off = self
+            .client
+            .hold_off
+            .as_ref()
+            .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
+        let held_until = hold_off.as_ref().and_then(|(map, key)| map.until(key));
+        if let Some(until) = held_until {
+            // The service asked the client to wait: the core decides whether
+            // the first attempt waits or is never sent.
+            let decision = action.hold_off(Duration::ZERO, until.saturating_duration_since(origin));
+            crate::trace::emit(action.events());
+            match decision {
+                Decision::WaitUntil(at) => {
+                    // Sent later, on a clone made ready then. The service made
+                    // ready now is dropped: whatever it reserved (a slot of a
+                    // concurrency limit) is released during the wait.
+                    let fresh = self.inner.clone();
+                    drop(std::mem::replace(&mut self.inner, fresh.clone()));
+                    return ResponseFuture::deferred(
+                        at,
+                        cancelled,
+                        Budgeted {
+                            action,
+                            origin,
+                            service: fresh,
+                            template: Some(request),
+                            calendar: self.calendar.clone(),
+                            dates: self.dates,
+                            last_response: None,
+                            budget: self.client.budget.clone(),
+                            hold_off,
+                        },
+                    );
+                }
+                Decision::Stop(_) => {
+                    return ResponseFuture::stopped(Error::new(
+                        ErrorKind::NotSent,
+                        action.into_report(),
+                    ));
+                }
+                Decision::StartNow | Decision::AwaitResponse { .. } => {}
+            }
+        }
         // A copy only if a retry can ever follow.
         let template = (self.policy.max_attempts() > 1).then(|| request::copy(&request));
-        let mut action = Action::new(self.policy);
-        let origin = Instant::now();
         let seen = action.events().len();
-        let deadline = match action.attempt_started(std::time::Duration::ZERO) {
+        let deadline = match action.attempt_started(Duration::ZERO) {
             Decision::AwaitResponse { deadline, .. } => deadline,
             // A validated policy always fits its first attempt.
             _ => self.policy.attempt_cap(),
         };
         crate::trace::emit(&action.events()[seen..]);
+        if let Some(budget) = &self.client.budget {
+            budget.0.deposit();
+        }
         // Send on the service made ready; keep a clone for the retries.
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
@@ -136,6 +198,8 @@ where
                 calendar: self.calendar.clone(),
                 dates: self.dates,
                 last_response: None,
+                budget: self.client.budget.clone(),
+                hold_off,
             },
         )
     }
