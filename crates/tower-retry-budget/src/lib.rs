@@ -95,6 +95,7 @@ mod layer;
 mod policy;
 mod request;
 mod service;
+pub mod single_flight;
 mod trace;
 
 pub use budget::ClientBudget;

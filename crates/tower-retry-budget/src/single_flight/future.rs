@@ -1,0 +1,263 @@
+//! The response future of [`SingleFlight`](super::SingleFlight), and the
+//! shared action behind it: the inner call, then its body read into a
+//! buffer, so that every caller can get a copy.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::{HeaderMap, Request, Response, StatusCode, Version};
+use http_body::Body as HttpBody;
+use pin_project_lite::pin_project;
+use retry_budget::Report;
+use tower::util::Oneshot;
+use tower::{BoxError, Service};
+
+use super::body::Body;
+use super::error::Error;
+use super::flight::Waiter;
+
+/// Response extension: this response came through single flight, and this
+/// many callers (this one included) received it from one upstream action.
+///
+/// With [`RetryBudget`](crate::RetryBudget) inside, the
+/// [`Report`](retry_budget::Report) says so too
+/// ([`shared_with`](retry_budget::Report::shared_with), and a line of its
+/// visible status).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct Shared {
+    /// Callers that received this one result, this one included (1 when no
+    /// identical request was waiting).
+    pub callers: usize,
+}
+
+/// A finished response, buffered: what every caller of a flight gets a
+/// copy of.
+#[derive(Clone)]
+pub(crate) struct SharedResponse {
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    extensions: http::Extensions,
+    body: Bytes,
+    trailers: Option<HeaderMap>,
+}
+
+impl SharedResponse {
+    fn to_response<B>(&self, callers: usize) -> Response<Body<B>> {
+        let mut response = Response::new(Body::shared(self.body.clone(), self.trailers.clone()));
+        *response.status_mut() = self.status;
+        *response.version_mut() = self.version;
+        *response.headers_mut() = self.headers.clone();
+        *response.extensions_mut() = self.extensions.clone();
+        let extensions = response.extensions_mut();
+        if let Some(report) = extensions.get_mut::<Report>() {
+            report.shared_with = u32::try_from(callers.saturating_sub(1)).unwrap_or(u32::MAX);
+        }
+        extensions.insert(Shared { callers });
+        response
+    }
+}
+
+pin_project! {
+    /// The shared action: the inner call, then its body read up to the
+    /// limit.
+    pub(crate) struct Collect<F, B> {
+        #[pin]
+        call: Option<F>,
+        #[pin]
+        body: Option<B>,
+        head: Option<http::response::Parts>,
+        chunks: Vec<Bytes>,
+        len: usize,
+        limit: usize,
+        trailers: Option<HeaderMap>,
+    }
+}
+
+impl<F, B> Collect<F, B> {
+    pub(crate) fn new(call: F, limit: usize) -> Self {
+        Self {
+            call: Some(call),
+            body: None,
+            head: None,
+            chunks: Vec::new(),
+            len: 0,
+            limit,
+            trailers: None,
+        }
+    }
+}
+
+impl<F, B, E> Future for Collect<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: HttpBody,
+    B::Error: Into<BoxError>,
+{
+    type Output = Result<SharedResponse, Error<E>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Some(call) = this.call.as_mut().as_pin_mut() {
+            let result = ready!(call.poll(cx));
+            this.call.set(None);
+            let (head, body) = match result {
+                Ok(response) => response.into_parts(),
+                Err(error) => return Poll::Ready(Err(Error::Service(Arc::new(error)))),
+            };
+            let too_large = body.size_hint().lower() > *this.limit as u64;
+            if too_large {
+                return Poll::Ready(Err(Error::BodyTooLarge {
+                    limit: *this.limit,
+                    status: head.status,
+                }));
+            }
+            *this.head = Some(head);
+            this.body.set(Some(body));
+        }
+        let status = this.head.as_ref().map_or(StatusCode::OK, |h| h.status);
+        while let Some(body) = this.body.as_mut().as_pin_mut() {
+            match ready!(body.poll_frame(cx)) {
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(mut data) => {
+                        let n = data.remaining();
+                        *this.len = this.len.saturating_add(n);
+                        if *this.len > *this.limit {
+                            this.body.set(None);
+                            return Poll::Ready(Err(Error::BodyTooLarge {
+                                limit: *this.limit,
+                                status,
+                            }));
+                        }
+                        this.chunks.push(data.copy_to_bytes(n));
+                    }
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            match this.trailers.as_mut() {
+                                Some(known) => known.extend(trailers),
+                                None => *this.trailers = Some(trailers),
+                            }
+                        }
+                    }
+                },
+                Some(Err(error)) => {
+                    this.body.set(None);
+                    return Poll::Ready(Err(Error::Body(Arc::new(error.into()))));
+                }
+                None => this.body.set(None),
+            }
+        }
+        let head = this
+            .head
+            .take()
+            .expect("single-flight action polled after completion");
+        let body = match this.chunks.len() {
+            0 => Bytes::new(),
+            1 => this.chunks.pop().unwrap_or_default(),
+            _ => {
+                let mut all = BytesMut::with_capacity(*this.len);
+                for chunk in this.chunks.drain(..) {
+                    all.extend_from_slice(&chunk);
+                }
+                all.freeze()
+            }
+        };
+        Poll::Ready(Ok(SharedResponse {
+            status: head.status,
+            version: head.version,
+            headers: head.headers,
+            extensions: head.extensions,
+            body,
+            trailers: this.trailers.take(),
+        }))
+    }
+}
+
+/// The shared action of a request to `S`.
+pub(crate) type SharedAction<S, ReqB, ResB> = Collect<Oneshot<S, Request<ReqB>>, ResB>;
+
+/// What every caller of a shared action gets.
+pub(crate) type SharedOutput<E> = Result<SharedResponse, Error<E>>;
+
+pin_project! {
+    /// The response future of [`SingleFlight`](super::SingleFlight).
+    pub struct ResponseFuture<S, ReqB, ResB>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        #[pin]
+        kind: Kind<S, ReqB, ResB>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<S, ReqB, ResB>
+    where
+        S: Service<Request<ReqB>>,
+    {
+        /// Not coalesced: the inner call, untouched but for the body type.
+        Passthrough {
+            #[pin]
+            call: Oneshot<S, Request<ReqB>>,
+        },
+        /// One of the callers of a shared action.
+        Flight {
+            waiter: Waiter<SharedAction<S, ReqB, ResB>, SharedOutput<S::Error>>,
+        },
+    }
+}
+
+impl<S, ReqB, ResB> ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<ReqB>>,
+{
+    pub(crate) fn passthrough(call: Oneshot<S, Request<ReqB>>) -> Self {
+        Self {
+            kind: Kind::Passthrough { call },
+        }
+    }
+
+    pub(crate) fn flight(
+        waiter: Waiter<SharedAction<S, ReqB, ResB>, SharedOutput<S::Error>>,
+    ) -> Self {
+        Self {
+            kind: Kind::Flight { waiter },
+        }
+    }
+}
+
+impl<S, ReqB, ResB> Future for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: HttpBody,
+    ResB::Error: Into<BoxError>,
+{
+    type Output = Result<Response<Body<ResB>>, Error<S::Error>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Passthrough { call } => Poll::Ready(match ready!(call.poll(cx)) {
+                Ok(response) => Ok(response.map(Body::streaming)),
+                Err(error) => Err(Error::Service(Arc::new(error))),
+            }),
+            KindProj::Flight { waiter } => {
+                let (output, callers) = ready!(waiter.poll(cx));
+                Poll::Ready(output.map(|shared| shared.to_response(callers)))
+            }
+        }
+    }
+}
+
+impl<S, ReqB, ResB> std::fmt::Debug for ResponseFuture<S, ReqB, ResB>
+where
+    S: Service<Request<ReqB>>,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("single_flight::ResponseFuture")
+    }
+}
