@@ -56,7 +56,7 @@ mod action;
 mod category;
 mod outcome;
 mod policy;
-mod ratio;
+pub mod ratio;
 mod report;
 mod retry_after;
 mod secs;

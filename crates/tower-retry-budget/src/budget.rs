@@ -17,7 +17,7 @@
 //! "cost per retry" and so allows 1 retry per first attempt for any ratio
 //! above 0.5, tower issue #857) and tokio's clock, so that paused-time tests
 //! see exact windows. The arithmetic is the core's
-//! [`RatioBudget`](retry_budget::RatioBudget).
+//! [`retry_budget::RatioBudget`].
 //!
 //! The layer deposits once per budgeted action, when its first attempt is
 //! sent, and withdraws once per retry, when the retry is planned: a refused

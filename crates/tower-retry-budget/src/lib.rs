@@ -40,6 +40,22 @@
 //! | `classify.rs` | the tower-http classifier |
 //! | `policy.rs` | [`BudgetPolicy`] for `tower::retry::Retry` |
 //! | `trace.rs` | `tracing` events |
+//! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
+//! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
+//! | `budget.rs` | [`ClientBudget`]: retries bounded to a ratio of first attempts, client-wide |
+//! | `hold_off.rs` | [`HoldOff`]: a `Retry-After` honoured by the whole client |
+//!
+//! # Many actions at once
+//!
+//! When several rate-limited actions run together, compose (SPEC §3):
+//! [`gate`] (at most N in flight, a waiting action holds no slot),
+//! [`single_flight`], jitter on the local fallback
+//! ([`Jitter`](retry_budget::Jitter) in the policy, seeded with
+//! [`RetryBudgetLayer::jitter_seed`]), a [`ClientBudget`] (or tower's
+//! `TpsBudget`) with [`RetryBudgetLayer::client_budget`], and a [`HoldOff`]
+//! with [`RetryBudgetLayer::hold_off`]. `examples/lab.rs` plays the source
+//! document's scene against a real loopback server:
+//! `cargo run -p tower-retry-budget --example lab`.
 //!
 //! # Example
 //!

@@ -58,6 +58,8 @@ pub(crate) fn emit(events: &[Event]) {
                 let (source, requested_s) = match basis {
                     WaitBasis::Server { requested } => ("server", Some(secs(*requested))),
                     WaitBasis::Fallback { .. } => ("fallback", None),
+                    WaitBasis::FallbackJittered { .. } => ("fallback_jittered", None),
+                    WaitBasis::HoldOff => ("hold_off", None),
                     _ => ("other", None),
                 };
                 tracing::debug!(
@@ -101,6 +103,17 @@ pub(crate) fn emit(events: &[Event]) {
                 at_s, remaining_budget_s,
                 outcome = outcome.as_str(),
                 "stopped"
+            ),
+            EventKind::RetryRefused { attempt } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "retry refused by the client budget"
+            ),
+            EventKind::HeldOff { until } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                until_s = secs(*until),
+                "held off"
             ),
             _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
         }

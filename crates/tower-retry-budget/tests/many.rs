@@ -403,7 +403,9 @@ async fn a_hold_off_wait_holds_no_slot_of_the_gate() {
     tokio::time::sleep(s(2)).await;
     // B's caller keeps its service (made ready, holding a slot) alive.
     let mut b_service = client.clone();
-    ServiceExt::<Request<()>>::ready(&mut b_service).await.unwrap();
+    ServiceExt::<Request<()>>::ready(&mut b_service)
+        .await
+        .unwrap();
     let b = tokio::spawn(b_service.call(get("/b")));
     tokio::time::sleep(s(1)).await;
     let other = Request::get("http://elsewhere.test/c").body(()).unwrap();
