@@ -1,5 +1,19 @@
 //! Error categories (SPEC §3): what kind of ending a response or failure is,
 //! kept apart from the retry decision (which is the policy's).
+//!
+//! Every [`Report`](crate::Report) but a success names its category, in
+//! its JSON (`category`) and as the last line of its visible status, with a
+//! hint of the category's own:
+//!
+//! ```
+//! use retry_budget::Category;
+//!
+//! let quota = Category::of_status(402).unwrap();
+//! assert_eq!(quota.as_str(), "quota");
+//! assert!(quota.hint().contains("top up or switch plan"));
+//! assert_eq!(Category::of_status(401), Some(Category::NotConfigured));
+//! assert_eq!(Category::of_status(200), None);
+//! ```
 
 use std::fmt;
 

@@ -19,6 +19,12 @@
 //! * **No cancellation token, no report on errors.** Dropping the future
 //!   still stops everything; the [`Report`](retry_budget::Report) is put in
 //!   the final response's extensions only.
+//! * **No client-wide state.** The client budget, the hold-off map and
+//!   jitter seeds are the layer's
+//!   ([`RetryBudgetLayer::client_budget`](crate::RetryBudgetLayer::client_budget),
+//!   [`hold_off`](crate::RetryBudgetLayer::hold_off),
+//!   [`jitter_seed`](crate::RetryBudgetLayer::jitter_seed)); here jitter
+//!   from the policy still applies, seeded at random per request.
 //!
 //! ```
 //! use retry_budget::Policy;
