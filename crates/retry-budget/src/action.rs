@@ -129,6 +129,7 @@ pub struct Action {
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
+    replay_blocked: bool,
 }
 
 impl Action {
@@ -173,6 +174,7 @@ impl Action {
             policy,
             phase: Phase::Ready,
             latest: Duration::ZERO,
+            replay_blocked: false,
             attempts_started: 0,
             last_status: None,
             request_time: Duration::ZERO,
@@ -288,6 +290,9 @@ impl Action {
         }
         if self.attempts_started >= self.policy.max_attempts() {
             return self.stop(now, Outcome::AttemptsExhausted);
+        }
+        if self.replay_blocked {
+            return self.stop(now, Outcome::NotReplayable);
         }
         let basis = match retry_after {
             RetryAfter::Seconds(delay) => WaitBasis::Server { requested: *delay },
@@ -481,6 +486,26 @@ impl Action {
             return self.stop(now, Outcome::TransportError);
         }
         self.attempt_failed(now, Outcome::TransportError)
+    }
+
+    /// The request can no longer be sent again in full (its body went over
+    /// the replay limit while it was sent). A later retried status then
+    /// stops the action as [`Outcome::NotReplayable`], after the status and
+    /// attempts-left checks and before any wait is planned. Changes nothing
+    /// else; calling it is harmless when no retry follows.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// action.request_not_replayable();
+    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
+    /// assert_eq!(next, Decision::Stop(Outcome::NotReplayable));
+    /// ```
+    pub fn request_not_replayable(&mut self) {
+        self.replay_blocked = true;
     }
 
     /// The trail so far.

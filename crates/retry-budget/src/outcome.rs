@@ -36,6 +36,10 @@ pub enum Outcome {
     /// `Retry-After`), and this action's first attempt could not wait that
     /// long inside its budget: nothing was sent.
     HeldOff,
+    /// A retry was due, but the request body went over the replay limit
+    /// while it was sent, so a copy could not be sent in full: nothing more
+    /// was sent (never a truncated body).
+    NotReplayable,
     /// Model only: the given data cannot be replayed (an attempt longer than
     /// the cap, a script that runs out of attempts).
     InvalidData,
@@ -55,14 +59,15 @@ impl Outcome {
             Self::TransportError => "transport_error",
             Self::RetryThrottled => "retry_throttled",
             Self::HeldOff => "held_off",
+            Self::NotReplayable => "not_replayable",
             Self::InvalidData => "invalid_data",
         }
     }
 
     /// Every outcome, in the order of the list in SPEC §2, then those of
-    /// SPEC §3 (`retry_throttled`, `held_off`), then the model's
+    /// SPEC §3 (`retry_throttled`, `held_off`), `not_replayable`, then the model's
     /// `invalid_data`.
-    pub const ALL: [Self; 11] = [
+    pub const ALL: [Self; 12] = [
         Self::Success,
         Self::NotRetryable,
         Self::BudgetExhausted,
@@ -73,6 +78,7 @@ impl Outcome {
         Self::TransportError,
         Self::RetryThrottled,
         Self::HeldOff,
+        Self::NotReplayable,
         Self::InvalidData,
     ];
 

@@ -87,7 +87,8 @@ impl Report {
             | Outcome::BudgetExhausted
             | Outcome::AttemptsExhausted
             | Outcome::ClockUntrusted
-            | Outcome::RetryThrottled => self.last_status.and_then(Category::of_status),
+            | Outcome::RetryThrottled
+            | Outcome::NotReplayable => self.last_status.and_then(Category::of_status),
         }
     }
 
@@ -125,6 +126,7 @@ impl Report {
                 "Stopped: attempt {attempt} failed before any response arrived."
             ),
             Outcome::RetryThrottled => "Stopped: the client's shared retry budget refused the next request.".into(),
+            Outcome::NotReplayable => "Stopped: the request body is larger than the replay limit, so it cannot be sent again.".into(),
             Outcome::HeldOff => "Stopped: the service asked this client to wait longer than the budget allows; nothing was sent.".into(),
             Outcome::InvalidData => "Stopped: the given data cannot be replayed.".into(),
         }
@@ -194,6 +196,7 @@ impl fmt::Display for Report {
                 | Outcome::ClockUntrusted
                 | Outcome::Cancelled
                 | Outcome::RetryThrottled
+                | Outcome::NotReplayable
         );
         if !retried_status || self.last_status.is_none() {
             return self.lines_after_status(f);

@@ -34,6 +34,7 @@ use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference};
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
+use crate::replay::BodyReplay;
 use crate::request;
 
 /// What the future is doing.
@@ -298,6 +299,17 @@ where
                             );
                             let calendar = ctx.dates.reading(&ctx.calendar, response.headers());
                             let status = response.status().as_u16();
+                            // A body that went over its replay limit cannot
+                            // be sent again in full: tell the core, which
+                            // decides what that means for this response.
+                            let replayable = ctx.template.as_ref().is_none_or(|t| {
+                                t.extensions()
+                                    .get::<BodyReplay>()
+                                    .is_none_or(BodyReplay::is_replayable)
+                            });
+                            if !replayable {
+                                ctx.action.request_not_replayable();
+                            }
                             let mut decision = ctx.step(|action, now| {
                                 action.response(now, status, &retry_after, calendar)
                             });

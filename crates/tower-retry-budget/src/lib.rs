@@ -109,6 +109,7 @@ pub mod gate;
 pub mod hold_off;
 mod layer;
 mod policy;
+pub mod replay;
 mod request;
 mod service;
 pub mod single_flight;
@@ -122,6 +123,7 @@ pub use future::ResponseFuture;
 pub use hold_off::{HoldOff, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY};
 pub use layer::RetryBudgetLayer;
 pub use policy::BudgetPolicy;
+pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
 

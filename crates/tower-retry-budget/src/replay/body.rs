@@ -1,0 +1,271 @@
+//! The [`ReplayBody`] itself.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+
+/// The default replay limit: 64 KiB.
+pub const DEFAULT_REPLAY_LIMIT: usize = 64 * 1024;
+
+/// State shared by a body and all its clones.
+struct Shared<B> {
+    /// The inner body, until it has ended.
+    inner: Option<B>,
+    /// What was read so far, while it can still be replayed.
+    buffered: Vec<Bytes>,
+    buffered_len: usize,
+    trailers: Option<HeaderMap>,
+    /// The inner body has ended (every frame is buffered).
+    complete: bool,
+    /// More than `limit` bytes were read: no copy can be replayed.
+    over_limit: bool,
+    limit: usize,
+}
+
+/// A request body that can be cloned for a retry. See the
+/// [module docs](crate::replay).
+pub struct ReplayBody<B> {
+    shared: Arc<Mutex<Shared<B>>>,
+    /// This copy's position: the next buffered chunk to send.
+    next_chunk: usize,
+    trailers_sent: bool,
+    /// Whether this copy reads the inner body itself (the original does; a
+    /// replaying copy may take over where the original stopped).
+    live: bool,
+}
+
+/// A handle on a [`ReplayBody`]'s state, put in the request extensions by
+/// [`ReplayBodyService`](crate::ReplayBodyService) so that the retry layer
+/// can tell whether the body can still be replayed.
+#[derive(Clone)]
+pub struct BodyReplay {
+    check: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+impl BodyReplay {
+    /// Whether a copy of the body can still be sent in full.
+    pub fn is_replayable(&self) -> bool {
+        (self.check)()
+    }
+}
+
+impl fmt::Debug for BodyReplay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BodyReplay")
+            .field("replayable", &self.is_replayable())
+            .finish()
+    }
+}
+
+/// The error of a [`ReplayBody`].
+#[derive(Debug)]
+pub enum ReplayError<E> {
+    /// The inner body failed.
+    Inner(E),
+    /// A copy was polled although the body went over the replay limit (the
+    /// retry layer never sends such a copy).
+    NotReplayable,
+}
+
+impl<E: fmt::Display> fmt::Display for ReplayError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Inner(e) => write!(f, "request body failed: {e}"),
+            Self::NotReplayable => f.write_str(
+                "the request body is larger than the replay limit and cannot be sent again",
+            ),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for ReplayError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Inner(e) => Some(e),
+            Self::NotReplayable => None,
+        }
+    }
+}
+
+impl<B> ReplayBody<B> {
+    /// Wraps `body`, keeping up to `limit` bytes for replay.
+    pub fn new(body: B, limit: usize) -> Self {
+        Self {
+            shared: Arc::new(Mutex::new(Shared {
+                inner: Some(body),
+                buffered: Vec::new(),
+                buffered_len: 0,
+                trailers: None,
+                complete: false,
+                over_limit: false,
+                limit,
+            })),
+            next_chunk: 0,
+            trailers_sent: false,
+            live: true,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared<B>> {
+        // A panic while holding the lock cannot leave the state half
+        // updated in a way that matters more than the panic itself.
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a copy of this body can still be sent in full.
+    pub fn is_replayable(&self) -> bool {
+        !self.lock().over_limit
+    }
+
+    /// A handle that answers [`is_replayable`](Self::is_replayable) later.
+    pub fn handle(&self) -> BodyReplay
+    where
+        B: Send + 'static,
+    {
+        let shared = Arc::downgrade(&self.shared);
+        BodyReplay {
+            check: Arc::new(move || {
+                shared
+                    .upgrade()
+                    .is_some_and(|s| !s.lock().unwrap_or_else(|p| p.into_inner()).over_limit)
+            }),
+        }
+    }
+}
+
+impl<B> Clone for ReplayBody<B> {
+    /// A copy that replays from the start.
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            next_chunk: 0,
+            trailers_sent: false,
+            live: false,
+        }
+    }
+}
+
+impl<B> fmt::Debug for ReplayBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = self.lock();
+        f.debug_struct("ReplayBody")
+            .field("buffered_len", &shared.buffered_len)
+            .field("complete", &shared.complete)
+            .field("over_limit", &shared.over_limit)
+            .field("limit", &shared.limit)
+            .finish()
+    }
+}
+
+impl<B> Body for ReplayBody<B>
+where
+    B: Body + Unpin,
+    B::Data: Buf,
+{
+    type Data = Bytes;
+    type Error = ReplayError<B::Error>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let mut shared = this.shared.lock().unwrap_or_else(|p| p.into_inner());
+        // A copy made for a retry replays what was buffered first.
+        if !this.live {
+            if shared.over_limit {
+                return Poll::Ready(Some(Err(ReplayError::NotReplayable)));
+            }
+            if let Some(chunk) = shared.buffered.get(this.next_chunk) {
+                this.next_chunk += 1;
+                return Poll::Ready(Some(Ok(Frame::data(chunk.clone()))));
+            }
+            if shared.complete {
+                if !this.trailers_sent {
+                    this.trailers_sent = true;
+                    if let Some(trailers) = shared.trailers.clone() {
+                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                    }
+                }
+                return Poll::Ready(None);
+            }
+            // The original stopped part way (the server answered before
+            // reading it all): this copy reads on from the inner body.
+            this.live = true;
+        }
+        let Some(inner) = shared.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let frame = match Pin::new(inner).poll_frame(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(None) => {
+                shared.complete = true;
+                shared.inner = None;
+                return Poll::Ready(None);
+            }
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(ReplayError::Inner(e)))),
+            Poll::Ready(Some(Ok(frame))) => frame,
+        };
+        let frame = match frame.into_data() {
+            Ok(mut data) => {
+                let bytes = data.copy_to_bytes(data.remaining());
+                if !shared.over_limit {
+                    if shared.buffered_len + bytes.len() > shared.limit {
+                        // Too large to replay: keep nothing, let this one
+                        // attempt go through.
+                        shared.over_limit = true;
+                        shared.buffered = Vec::new();
+                        shared.buffered_len = 0;
+                    } else {
+                        shared.buffered_len += bytes.len();
+                        shared.buffered.push(bytes.clone());
+                        this.next_chunk = shared.buffered.len();
+                    }
+                }
+                Frame::data(bytes)
+            }
+            Err(frame) => match frame.into_trailers() {
+                Ok(trailers) => {
+                    // Trailers are the last frame.
+                    shared.trailers = Some(trailers.clone());
+                    shared.complete = true;
+                    shared.inner = None;
+                    this.trailers_sent = true;
+                    Frame::trailers(trailers)
+                }
+                // A frame kind this version of http-body does not know.
+                Err(_) => return Poll::Ready(None),
+            },
+        };
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        let shared = self.lock();
+        if self.live {
+            return shared.inner.as_ref().is_none_or(|b| b.is_end_stream());
+        }
+        shared.complete
+            && self.next_chunk >= shared.buffered.len()
+            && (self.trailers_sent || shared.trailers.is_none())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let shared = self.lock();
+        match (&shared.inner, shared.complete, self.live) {
+            (_, true, false) => SizeHint::with_exact(
+                shared.buffered[self.next_chunk.min(shared.buffered.len())..]
+                    .iter()
+                    .map(|b| b.len() as u64)
+                    .sum(),
+            ),
+            (Some(inner), _, true) => inner.size_hint(),
+            _ => SizeHint::default(),
+        }
+    }
+}
