@@ -249,6 +249,7 @@ async fn play(case: Case, json: bool) -> ExitCode {
         method: http::Method::GET,
         uri,
         headers: Vec::new(),
+        cacert: None,
     };
     let options = Options {
         policy: case.policy,

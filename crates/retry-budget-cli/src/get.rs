@@ -8,7 +8,7 @@
 //!   → classify::trace_layer()     (tower-http's TraceLayer, shown with --verbose)
 //!   → DecompressionLayer          (gzip)
 //!   → RetryBudgetLayer            (the budget)
-//!   → hyper_util::client::legacy::Client (plain HTTP)
+//!   → hyper_util::client::legacy::Client (HTTP, or HTTPS through rustls)
 //! ```
 //!
 //! Nothing here applies a budget rule: the steps come from the layer's
@@ -50,7 +50,7 @@ use crate::progress::{Console, ProgressLayer, INDENT};
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The URL to fetch (plain http://).
+    /// The URL to fetch (http:// or https://).
     #[arg(value_name = "URL", value_parser = parse_url)]
     url: Uri,
     /// The request method. Only safe methods (GET, HEAD, OPTIONS, TRACE) are
@@ -73,6 +73,10 @@ pub struct Args {
     /// The shortest wait applied to a valid Retry-After.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = parse_duration)]
     min_wait: Duration,
+    /// Trust only the CA certificates in this PEM file for https:// (instead
+    /// of the platform's roots), e.g. a private CA.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<std::path::PathBuf>,
     /// Trust no calendar clock: a Retry-After date stops with clock_untrusted.
     #[arg(long)]
     untrusted_clock: bool,
@@ -96,10 +100,12 @@ pub struct Header {
 pub struct Target {
     /// The method.
     pub method: Method,
-    /// The URL (plain http://).
+    /// The URL (http:// or https://).
     pub uri: Uri,
     /// Extra request headers.
     pub headers: Vec<Header>,
+    /// A PEM file of CA certificates to trust instead of the platform's.
+    pub cacert: Option<std::path::PathBuf>,
 }
 
 /// How to send it and what to print.
@@ -125,6 +131,7 @@ pub fn run(args: Args) -> ExitCode {
         method: args.method,
         uri: args.url,
         headers: args.headers,
+        cacert: args.cacert,
     };
     let options = Options {
         policy,
@@ -190,6 +197,11 @@ pub async fn fetch(
         Ok(request) => request,
         Err(message) => return usage_error(&message),
     };
+    let https = target.uri.scheme() == Some(&http::uri::Scheme::HTTPS);
+    let tls = match crate::tls::client_config(target.cacert.as_deref(), https) {
+        Ok(tls) => tls,
+        Err(message) => return usage_error(&message),
+    };
     request.extensions_mut().insert(cancel.clone());
     let mut policy = options.policy;
     if !tower_retry_budget::may_retry(&request) {
@@ -237,10 +249,11 @@ pub async fn fetch(
 
     let countdown = console.spawn_countdown();
     let result = if options.trusted_clock {
-        send(request, RetryBudgetLayer::new(policy)).await
+        send(request, tls, RetryBudgetLayer::new(policy)).await
     } else {
         send(
             request,
+            tls,
             RetryBudgetLayer::new(policy).calendar(UntrustedCalendar),
         )
         .await
@@ -305,12 +318,18 @@ type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 /// Sends one request through the client stack (see the module docs).
 async fn send<C>(
     request: Request<Full<Bytes>>,
+    tls: Arc<rustls::ClientConfig>,
     budget: RetryBudgetLayer<C>,
 ) -> Result<Response<Body>, Error<hyper_util::client::legacy::Error>>
 where
     C: Calendar + Clone,
 {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(Arc::unwrap_or_clone(tls))
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
     let service = ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new([
             AUTHORIZATION,
@@ -437,11 +456,10 @@ fn parse_url(text: &str) -> Result<Uri, String> {
         .parse()
         .map_err(|e| format!("not a URL ({e}); give one such as http://127.0.0.1:8080/path"))?;
     match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => return Err("https is not supported here: plain http:// only".into()),
+        Some("http" | "https") => {}
         Some(other) => {
             return Err(format!(
-                "the scheme {other}: is not supported: http:// only"
+                "the scheme {other}: is not supported: http:// or https:// only"
             ))
         }
         None => return Err("no scheme: give a full URL such as http://127.0.0.1:8080/path".into()),
@@ -535,7 +553,8 @@ mod tests {
         assert!(parse_duration("20x").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_url("not a url").is_err());
-        assert!(parse_url("https://example.com/").is_err());
+        assert!(parse_url("https://example.com/").is_ok());
+        assert!(parse_url("ftp://example.com/").is_err());
         assert!(parse_url("/just/a/path").is_err());
         assert!(parse_header("NoColon").is_err());
         assert!(parse_header("Bad Name: v").is_err());

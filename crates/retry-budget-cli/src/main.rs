@@ -18,6 +18,7 @@ mod get;
 mod progress;
 mod replay;
 mod table;
+mod tls;
 
 /// Retry 429 Too Many Requests inside a hard time and attempt budget.
 #[derive(Debug, Parser)]

@@ -425,7 +425,7 @@ fn bad_flags_are_one_line_exit_2_and_send_nothing() {
         (&[&url, "-H", "Bad Name: v"], "header name"),
         (&[&url, "--method", "GE T"], "method"),
         (&["not a url"], "URL"),
-        (&["https://127.0.0.1:1/"], "https"),
+        (&["ftp://127.0.0.1:1/"], "scheme"),
         (&["/no/scheme"], "scheme"),
         (&[&url, "--no-such-flag"], "--no-such-flag"),
         (&[], "URL"),
