@@ -130,6 +130,7 @@ pub struct Action {
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
     replay_blocked: bool,
+    retry_forbidden: bool,
 }
 
 impl Action {
@@ -175,6 +176,7 @@ impl Action {
             phase: Phase::Ready,
             latest: Duration::ZERO,
             replay_blocked: false,
+            retry_forbidden: false,
             attempts_started: 0,
             last_status: None,
             request_time: Duration::ZERO,
@@ -265,6 +267,7 @@ impl Action {
         let Phase::InFlight { started } = self.phase else {
             return self.decision();
         };
+        let forbidden = std::mem::take(&mut self.retry_forbidden);
         self.request_time += now - started;
         self.last_status = Some(status);
         self.push(
@@ -287,6 +290,15 @@ impl Action {
                 Outcome::NotRetryable
             };
             return self.stop(now, outcome);
+        }
+        if forbidden {
+            self.push(
+                now,
+                EventKind::RetryForbidden {
+                    attempt: self.attempts_started,
+                },
+            );
+            return self.stop(now, Outcome::NotRetryable);
         }
         if self.attempts_started >= self.policy.max_attempts() {
             return self.stop(now, Outcome::AttemptsExhausted);
@@ -506,6 +518,53 @@ impl Action {
     /// ```
     pub fn request_not_replayable(&mut self) {
         self.replay_blocked = true;
+    }
+
+    /// The server has forbidden a retry of the response about to be given
+    /// to [`response`](Action::response) (gRPC: a `grpc-retry-pushback-ms`
+    /// that is negative or malformed, gRFC A6). If that response's status is
+    /// one the policy retries, the action stops as
+    /// [`Outcome::NotRetryable`] (with an
+    /// [`EventKind::RetryForbidden`] in the trail), right after the status
+    /// check and before the attempts-left check: the service's answer itself
+    /// is not retryable. Applies to the next response only; a status the
+    /// policy does not retry ends as it always does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// action.retry_forbidden();
+    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::Missing, None);
+    /// assert_eq!(next, Decision::Stop(Outcome::NotRetryable));
+    /// ```
+    pub fn retry_forbidden(&mut self) {
+        if matches!(self.phase, Phase::InFlight { .. }) {
+            self.retry_forbidden = true;
+        }
+    }
+
+    /// The adapter translated the response about to be given to
+    /// [`response`](Action::response) from another protocol's signal (gRPC:
+    /// `grpc-status: 8` RESOURCE_EXHAUSTED told as `429`, its
+    /// `grpc-retry-pushback-ms` as the server's delay). `from` says what the
+    /// service actually sent; it is recorded in the trail at `now`
+    /// ([`EventKind::Translated`]), just before the response, so a reader
+    /// of the trail knows where the status and the delay came from. Changes
+    /// no decision. Ignored unless an attempt is in flight.
+    pub fn response_translated(&mut self, now: Duration, from: impl Into<String>) {
+        let now = self.observe(now);
+        if matches!(self.phase, Phase::InFlight { .. }) {
+            self.push(
+                now,
+                EventKind::Translated {
+                    attempt: self.attempts_started,
+                    from: from.into(),
+                },
+            );
+        }
     }
 
     /// The trail so far.

@@ -110,6 +110,7 @@ impl Report {
         let attempt = self.attempts_started;
         match self.outcome {
             Outcome::Success => "Finished: the service answered.".into(),
+            Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),
             Outcome::AttemptsExhausted => format!(
@@ -130,6 +131,15 @@ impl Report {
             Outcome::HeldOff => "Stopped: the service asked this client to wait longer than the budget allows; nothing was sent.".into(),
             Outcome::InvalidData => "Stopped: the given data cannot be replayed.".into(),
         }
+    }
+
+    /// Whether the last response came with the server forbidding a retry.
+    fn retry_was_forbidden(&self) -> bool {
+        self.events
+            .iter()
+            .rev()
+            .take(2)
+            .any(|event| matches!(event.kind, EventKind::RetryForbidden { .. }))
     }
 
     /// The last response's `Retry-After`, if no attempt followed it.

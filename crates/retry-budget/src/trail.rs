@@ -100,6 +100,24 @@ pub enum EventKind {
         #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
         until: Duration,
     },
+    /// The server forbade retrying the response of this attempt (gRPC: a
+    /// negative or malformed `grpc-retry-pushback-ms`), although its status
+    /// is one the policy retries: the action stops as `not_retryable`.
+    RetryForbidden {
+        /// 1-based attempt number.
+        attempt: u32,
+    },
+    /// The adapter translated this attempt's response from another
+    /// protocol's signal before telling it to the action (gRPC:
+    /// `grpc-status: 8` RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms`
+    /// as the server's delay). The next event is that response, as told.
+    Translated {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// What the service actually sent, e.g.
+        /// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`.
+        from: String,
+    },
     /// The action stopped.
     Stopped {
         /// Why.

@@ -1363,3 +1363,97 @@ fn every_outcome_has_a_distinct_headline_and_message_equals_display() {
     distinct.dedup();
     assert_eq!(distinct.len(), headlines.len(), "{headlines:#?}");
 }
+
+#[test]
+fn a_retry_forbidden_by_the_server_stops_a_retried_status_as_not_retryable() {
+    let mut action = action();
+    action.attempt_started(s(0));
+    action.retry_forbidden();
+    // Attempts and budget are left: only the server's word stops it.
+    assert_eq!(
+        action.response(s(1), 429, &RetryAfter::Missing, cal(s(1))),
+        Decision::Stop(Outcome::NotRetryable)
+    );
+    let report = report(&action);
+    assert_eq!(report.last_status, Some(429));
+    assert_eq!(report.attempts_started, 1);
+    let kinds: Vec<_> = report.events.iter().map(|e| &e.kind).collect();
+    assert!(matches!(
+        kinds[kinds.len() - 2],
+        EventKind::RetryForbidden { attempt: 1 }
+    ));
+    let text = report.to_string();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "Stopped: the service asked not to retry this request.",
+            "Last response: 429. Attempts: 1 / 3. Elapsed: 1 s.",
+            RATE_LIMIT_LINE,
+        ]
+    );
+    assert_no_overclaim(&text);
+    assert_eq!(
+        report.to_json()["events"][2]["kind"],
+        serde_json::json!("retry_forbidden")
+    );
+}
+
+#[test]
+fn a_forbidden_retry_is_checked_before_attempts_left_and_only_for_retried_statuses() {
+    // Before attempts_exhausted: the answer itself is not retryable.
+    let mut last = Action::new(Policy::builder().max_attempts(1).build().unwrap());
+    last.attempt_started(s(0));
+    last.retry_forbidden();
+    assert_eq!(
+        last.response(s(1), 429, &ra("1"), None),
+        Decision::Stop(Outcome::NotRetryable)
+    );
+    // A status the policy does not retry ends as always.
+    let mut ok = action();
+    ok.attempt_started(s(0));
+    ok.retry_forbidden();
+    assert_eq!(
+        ok.response(s(1), 200, &RetryAfter::Missing, None),
+        Decision::Stop(Outcome::Success)
+    );
+    assert!(!report(&ok)
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::RetryForbidden { .. })));
+    // Before any attempt, the input is ignored; it applies to one response.
+    let mut early = action();
+    early.retry_forbidden();
+    early.attempt_started(s(0));
+    assert_eq!(
+        early.response(s(1), 429, &ra("1"), None),
+        Decision::WaitUntil(s(2))
+    );
+}
+
+#[test]
+fn a_translated_response_is_recorded_just_before_it_and_changes_nothing() {
+    let mut action = action();
+    action.attempt_started(s(0));
+    action.response_translated(
+        ms(300),
+        "grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000",
+    );
+    let pushback = RetryAfter::Seconds(ms(1000));
+    assert_eq!(
+        action.response(ms(300), 429, &pushback, None),
+        Decision::WaitUntil(ms(1300))
+    );
+    let kinds: Vec<_> = action.events().iter().map(|e| e.kind.clone()).collect();
+    assert_eq!(
+        kinds[1],
+        EventKind::Translated {
+            attempt: 1,
+            from: "grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000".into(),
+        }
+    );
+    assert!(matches!(kinds[2], EventKind::Response { status: 429, .. }));
+    // Not in flight: ignored.
+    let before = action.events().len();
+    action.response_translated(ms(400), "ignored");
+    assert_eq!(action.events().len(), before);
+}
