@@ -22,10 +22,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{Action, Decision, Report, RetryAfter};
+use retry_budget::{Action, Decision, Report};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tower::Service;
@@ -35,7 +34,9 @@ use crate::calendar::{Calendar, DateReference};
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
 use crate::replay::BodyReplay;
+use crate::report_slot::ReportSlot;
 use crate::request;
+use crate::signal::{HttpSignal, RetrySignal};
 
 /// What the future is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +53,7 @@ enum State {
 }
 
 /// Everything a budgeted request carries besides its pinned parts.
-pub(crate) struct Budgeted<S, B, C, R> {
+pub(crate) struct Budgeted<S, B, C, G, R> {
     pub(crate) action: Action,
     pub(crate) origin: Instant,
     pub(crate) service: S,
@@ -68,9 +69,13 @@ pub(crate) struct Budgeted<S, B, C, R> {
     pub(crate) budget: Option<SharedBudget>,
     /// The client's hold-off map and this request's key in it, if any.
     pub(crate) hold_off: Option<(HoldOff, String)>,
+    /// How a response head is read.
+    pub(crate) signal: G,
+    /// The caller's slot for the report, if it put one in the request.
+    pub(crate) slot: Option<ReportSlot>,
 }
 
-impl<S, B, C, R> Budgeted<S, B, C, R> {
+impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
     fn elapsed(&self) -> Duration {
         Instant::now().saturating_duration_since(self.origin)
     }
@@ -84,27 +89,32 @@ impl<S, B, C, R> Budgeted<S, B, C, R> {
         decision
     }
 
-    /// The report of the stopped action, moving its trail out.
+    /// The report of the stopped action, moving its trail out (a copy goes
+    /// into the caller's [`ReportSlot`], if any).
     fn report(&mut self) -> Option<Report> {
         let fresh = Action::with_seed(*self.action.policy(), 0);
-        std::mem::replace(&mut self.action, fresh).into_report()
+        let report = std::mem::replace(&mut self.action, fresh).into_report();
+        if let (Some(slot), Some(report)) = (&self.slot, &report) {
+            slot.fill(report.clone());
+        }
+        report
     }
 }
 
 pin_project! {
     /// The response future of [`RetryBudget`](crate::RetryBudget).
-    pub struct ResponseFuture<S, B, C>
+    pub struct ResponseFuture<S, B, C, G = HttpSignal>
     where
         S: Service<Request<B>>,
     {
         #[pin]
-        kind: Kind<S, B, C>,
+        kind: Kind<S, B, C, G>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<S, B, C>
+    enum Kind<S, B, C, G>
     where
         S: Service<Request<B>>,
     {
@@ -117,7 +127,7 @@ pin_project! {
         /// to copy, a service clone), and a pass-through future should not
         /// pay for moving it.
         Budgeted {
-            attempts: Pin<Box<Attempts<S, B, C>>>,
+            attempts: Pin<Box<Attempts<S, B, C, G>>>,
         },
         /// Stopped before anything was sent (a hold-off that does not fit).
         Stopped {
@@ -129,7 +139,7 @@ pin_project! {
 pin_project! {
     /// The state of a budgeted request.
     #[project = AttemptsProj]
-    struct Attempts<S, B, C>
+    struct Attempts<S, B, C, G>
     where
         S: Service<Request<B>>,
     {
@@ -144,10 +154,10 @@ pin_project! {
         // The deadline of the attempt in flight.
         deadline: Instant,
         state: State,
-        ctx: Budgeted<S, B, C, S::Response>,
+        ctx: Budgeted<S, B, C, G, S::Response>,
     }
 
-    impl<S, B, C> PinnedDrop for Attempts<S, B, C>
+    impl<S, B, C, G> PinnedDrop for Attempts<S, B, C, G>
     where
         S: Service<Request<B>>,
     {
@@ -157,6 +167,9 @@ pin_project! {
             let this = this.project();
             if *this.state != State::Done {
                 this.ctx.step(|action, now| action.caller_left(now));
+                if this.ctx.slot.is_some() {
+                    this.ctx.report();
+                }
             }
         }
     }
@@ -177,7 +190,7 @@ fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>) -> bool {
         .is_some_and(|sleep| sleep.poll(cx).is_ready())
 }
 
-impl<S, B, C> ResponseFuture<S, B, C>
+impl<S, B, C, G> ResponseFuture<S, B, C, G>
 where
     S: Service<Request<B>>,
 {
@@ -191,7 +204,7 @@ where
         future: S::Future,
         deadline: Duration,
         cancelled: Option<WaitForCancellationFutureOwned>,
-        ctx: Budgeted<S, B, C, S::Response>,
+        ctx: Budgeted<S, B, C, G, S::Response>,
     ) -> Self {
         Self {
             kind: Kind::Budgeted {
@@ -211,7 +224,7 @@ where
     pub(crate) fn deferred(
         until: Duration,
         cancelled: Option<WaitForCancellationFutureOwned>,
-        ctx: Budgeted<S, B, C, S::Response>,
+        ctx: Budgeted<S, B, C, G, S::Response>,
     ) -> Self {
         Self {
             kind: Kind::Budgeted {
@@ -235,11 +248,12 @@ where
     }
 }
 
-impl<S, B, C, ResB> Future for ResponseFuture<S, B, C>
+impl<S, B, C, G, ResB> Future for ResponseFuture<S, B, C, G>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     B: Clone,
     C: Calendar,
+    G: RetrySignal,
 {
     type Output = Result<Response<ResB>, Error<S::Error>>;
 
@@ -290,15 +304,11 @@ where
                     match attempt.poll(cx) {
                         Poll::Ready(Ok(response)) => {
                             future.set(None);
-                            let retry_after = RetryAfter::from_values(
-                                response
-                                    .headers()
-                                    .get_all(RETRY_AFTER)
-                                    .iter()
-                                    .map(HeaderValue::as_bytes),
-                            );
+                            let (status, retry_after, forbidden, translated) = ctx
+                                .signal
+                                .read(response.status(), response.headers())
+                                .into_parts();
                             let calendar = ctx.dates.reading(&ctx.calendar, response.headers());
-                            let status = response.status().as_u16();
                             // A body that went over its replay limit cannot
                             // be sent again in full: tell the core, which
                             // decides what that means for this response.
@@ -311,6 +321,14 @@ where
                                 ctx.action.request_not_replayable();
                             }
                             let mut decision = ctx.step(|action, now| {
+                                // What the signal read besides the status and
+                                // the delay (nothing, for plain HTTP).
+                                if let Some(from) = translated {
+                                    action.response_translated(now, from);
+                                }
+                                if forbidden {
+                                    action.retry_forbidden();
+                                }
                                 action.response(now, status, &retry_after, calendar)
                             });
                             if let (Some((map, key)), Some(until)) =
@@ -439,8 +457,8 @@ where
 
 /// The action stopped between attempts: return the last response held
 /// during the wait, with the report.
-fn finish_without_attempt<S, B, C, ResB, E>(
-    ctx: &mut Budgeted<S, B, C, Response<ResB>>,
+fn finish_without_attempt<S, B, C, G, ResB, E>(
+    ctx: &mut Budgeted<S, B, C, G, Response<ResB>>,
 ) -> Result<Response<ResB>, Error<E>> {
     let report = ctx.report();
     match ctx.last_response.take() {

@@ -10,6 +10,7 @@ use tower::Layer;
 use crate::budget::SharedBudget;
 use crate::calendar::{DateReference, SystemCalendar};
 use crate::hold_off::HoldOff;
+use crate::signal::{HttpSignal, RetrySignal};
 use crate::RetryBudget;
 
 /// Wraps a service in [`RetryBudget`].
@@ -28,11 +29,12 @@ use crate::RetryBudget;
 /// # let _ = client;
 /// ```
 #[derive(Debug, Clone)]
-pub struct RetryBudgetLayer<C = SystemCalendar> {
+pub struct RetryBudgetLayer<C = SystemCalendar, G = HttpSignal> {
     policy: Policy,
     calendar: C,
     dates: DateReference,
     client: ClientState,
+    signal: G,
 }
 
 /// What the actions of one client share: the cross-request budget, the
@@ -85,20 +87,45 @@ impl RetryBudgetLayer {
             calendar: SystemCalendar,
             dates: DateReference::LocalClock,
             client: ClientState::NONE,
+            signal: HttpSignal,
         }
     }
 }
 
-impl<C> RetryBudgetLayer<C> {
+impl<C, G> RetryBudgetLayer<C, G> {
     /// Uses another calendar clock for HTTP-date `Retry-After` values (for
     /// example [`UntrustedCalendar`](crate::UntrustedCalendar) on a host
     /// whose wall clock cannot be trusted).
-    pub fn calendar<C2>(self, calendar: C2) -> RetryBudgetLayer<C2> {
+    pub fn calendar<C2>(self, calendar: C2) -> RetryBudgetLayer<C2, G> {
         RetryBudgetLayer {
             policy: self.policy,
             calendar,
             dates: self.dates,
             client: self.client,
+            signal: self.signal,
+        }
+    }
+
+    /// Reads responses with another [`RetrySignal`]: for gRPC,
+    /// [`GrpcSignal`](crate::GrpcSignal) (Trailers-Only `grpc-status: 8`
+    /// RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms` as the server's
+    /// delay, a negative or malformed pushback forbidding the retry). The
+    /// default, [`HttpSignal`], reads the status and `Retry-After`.
+    ///
+    /// ```
+    /// use retry_budget::Policy;
+    /// use tower_retry_budget::{GrpcSignal, RetryBudgetLayer};
+    ///
+    /// let layer = RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal);
+    /// # let _ = layer;
+    /// ```
+    pub fn signal<G2: RetrySignal>(self, signal: G2) -> RetryBudgetLayer<C, G2> {
+        RetryBudgetLayer {
+            policy: self.policy,
+            calendar: self.calendar,
+            dates: self.dates,
+            client: self.client,
+            signal,
         }
     }
 
@@ -150,8 +177,8 @@ impl<C> RetryBudgetLayer<C> {
     }
 }
 
-impl<S, C: Clone> Layer<S> for RetryBudgetLayer<C> {
-    type Service = RetryBudget<S, C>;
+impl<S, C: Clone, G: Clone> Layer<S> for RetryBudgetLayer<C, G> {
+    type Service = RetryBudget<S, C, G>;
 
     fn layer(&self, inner: S) -> Self::Service {
         RetryBudget::from_parts(
@@ -160,6 +187,7 @@ impl<S, C: Clone> Layer<S> for RetryBudgetLayer<C> {
             self.calendar.clone(),
             self.dates,
             self.client.clone(),
+            self.signal.clone(),
         )
     }
 }

@@ -44,6 +44,10 @@
 //! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `budget.rs` | [`ClientBudget`]: retries bounded to a ratio of first attempts, client-wide |
 //! | `hold_off.rs` | [`HoldOff`]: a `Retry-After` honoured by the whole client |
+//! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
+//! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
+//! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
+//! | `idempotent_paths.rs` | [`IdempotentPathsLayer`]: a method allow-list |
 //!
 //! # Many actions at once
 //!
@@ -56,6 +60,67 @@
 //! with [`RetryBudgetLayer::hold_off`]. `examples/lab.rs` plays the source
 //! document's scene against a real loopback server:
 //! `cargo run -p tower-retry-budget --example lab`.
+//!
+//! # gRPC / tonic
+//!
+//! A tonic `Channel` gets the same budget by composition. Its request body
+//! is not `Clone`, so [`ReplayBodyLayer`] goes above the retry layer and a
+//! map back to `tonic::body::Body` below it; [`GrpcSignal`] reads
+//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`signal`]):
+//!
+//! ```
+//! use retry_budget::Policy;
+//! use tonic::body::Body;
+//! use tower::ServiceBuilder;
+//! use tower_retry_budget::{GrpcSignal, Idempotent, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051").connect_lazy();
+//! let stack = ServiceBuilder::new()
+//!     .layer(ReplayBodyLayer::new())
+//!     .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+//!     .map_request(|req: http::Request<ReplayBody<Body>>| req.map(Body::new))
+//!     .service(channel);
+//! let grpc = tonic::client::Grpc::new(stack); // or a generated client's `new(stack)`
+//!
+//! // gRPC calls are POST: only a call marked safe to repeat is retried.
+//! let slot = ReportSlot::new();
+//! let mut request = tonic::Request::new(());
+//! request.extensions_mut().insert(Idempotent);
+//! request.extensions_mut().insert(slot.clone());
+//! # let _ = (grpc, request);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! * **What is retried.** Every gRPC call is a `POST`: none is budgeted
+//!   unless the caller marks it [`Idempotent`] (per call, through
+//!   `tonic::Request::extensions_mut()`; think of the method's
+//!   `idempotency_level`: `NO_SIDE_EFFECTS` or `IDEMPOTENT`), or lists its
+//!   path (`/package.Service/Method`) in an [`IdempotentPathsLayer`] placed
+//!   above the replay layer. Other calls pass through untouched, once.
+//! * **What counts as "rate limited".** An intermediary's HTTP `429` (tonic
+//!   would report it as `Unavailable`) is retried as any `429`. With
+//!   [`GrpcSignal`], a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
+//!   told to the budget as its HTTP equivalent, `429`, and
+//!   `grpc-retry-pushback-ms` as the server's delay; a negative or malformed
+//!   pushback forbids the retry (gRFC A6), and the action ends as
+//!   `not_retryable`. The trail records the translation
+//!   ([`EventKind::Translated`](retry_budget::EventKind::Translated)).
+//! * **Where the report is.** On an OK call, in
+//!   `tonic::Response::extensions()`. A call that ends with a non-OK
+//!   `grpc-status` comes back as a `tonic::Status`, which keeps the headers
+//!   (as metadata) but no extensions: read the report from a [`ReportSlot`]
+//!   put in the request. A transport failure's `tonic::Status` has the
+//!   layer's [`Error`] (with its report) as its `source()`.
+//! * **Errors.** tonic needs the stack's error to be `Into<BoxError>`:
+//!   [`Error<E>`](Error) is `std::error::Error + Send + Sync + 'static`
+//!   whenever `E` is (tonic's transport error is).
+//!
+//! `cargo run -p tower-retry-budget --example tonic_client` runs it against
+//! its own loopback tonic server, without `protoc` (a raw-bytes codec and a
+//! hand-written server service).
 //!
 //! # Example
 //!
@@ -107,11 +172,14 @@ mod error;
 mod future;
 pub mod gate;
 pub mod hold_off;
+pub mod idempotent_paths;
 mod layer;
 mod policy;
 pub mod replay;
+pub mod report_slot;
 mod request;
 mod service;
+pub mod signal;
 pub mod single_flight;
 mod trace;
 
@@ -121,10 +189,13 @@ pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, Untruste
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
 pub use hold_off::{HoldOff, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY};
+pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::RetryBudgetLayer;
 pub use policy::BudgetPolicy;
 pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
+pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
+pub use signal::{GrpcSignal, HttpSignal, RetrySignal, Signal};
 
 pub use retry_budget;

@@ -15,7 +15,9 @@ use crate::error::{Error, ErrorKind};
 use crate::future::{Budgeted, ResponseFuture};
 use crate::hold_off::authority_of;
 use crate::layer::ClientState;
+use crate::report_slot::ReportSlot;
 use crate::request;
+use crate::signal::{HttpSignal, RetrySignal};
 
 /// Retries `429 Too Many Requests` inside a hard budget. See the
 /// [crate docs](crate).
@@ -36,12 +38,13 @@ use crate::request;
 /// so nothing below (a concurrency limit's slot, say) is held while the
 /// action waits.
 #[derive(Debug, Clone)]
-pub struct RetryBudget<S, C = SystemCalendar> {
+pub struct RetryBudget<S, C = SystemCalendar, G = HttpSignal> {
     inner: S,
     policy: Policy,
     calendar: C,
     dates: DateReference,
     client: ClientState,
+    signal: G,
 }
 
 impl<S> RetryBudget<S> {
@@ -54,17 +57,19 @@ impl<S> RetryBudget<S> {
             calendar: SystemCalendar,
             dates: DateReference::LocalClock,
             client: ClientState::NONE,
+            signal: HttpSignal,
         }
     }
 }
 
-impl<S, C> RetryBudget<S, C> {
+impl<S, C, G> RetryBudget<S, C, G> {
     pub(crate) const fn from_parts(
         inner: S,
         policy: Policy,
         calendar: C,
         dates: DateReference,
         client: ClientState,
+        signal: G,
     ) -> Self {
         Self {
             inner,
@@ -72,6 +77,7 @@ impl<S, C> RetryBudget<S, C> {
             calendar,
             dates,
             client,
+            signal,
         }
     }
 
@@ -96,15 +102,16 @@ impl<S, C> RetryBudget<S, C> {
     }
 }
 
-impl<S, C, B, ResB> Service<Request<B>> for RetryBudget<S, C>
+impl<S, C, G, B, ResB> Service<Request<B>> for RetryBudget<S, C, G>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
     B: Clone,
     C: Calendar + Clone,
+    G: RetrySignal + Clone,
 {
     type Response = Response<ResB>;
     type Error = Error<S::Error>;
-    type Future = ResponseFuture<S, B, C>;
+    type Future = ResponseFuture<S, B, C, G>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner
@@ -122,6 +129,7 @@ where
             .get::<CancellationToken>()
             .cloned()
             .map(CancellationToken::cancelled_owned);
+        let slot = request.extensions().get::<ReportSlot>().cloned();
         let mut action = match &self.client.seeds {
             Some(seeds) => Action::with_seed(self.policy, seeds.next()),
             None => Action::new(self.policy),
@@ -158,14 +166,17 @@ where
                             last_response: None,
                             budget: self.client.budget.clone(),
                             hold_off,
+                            signal: self.signal.clone(),
+                            slot,
                         },
                     );
                 }
                 Decision::Stop(_) => {
-                    return ResponseFuture::stopped(Error::new(
-                        ErrorKind::NotSent,
-                        action.into_report(),
-                    ));
+                    let report = action.into_report();
+                    if let (Some(slot), Some(report)) = (&slot, &report) {
+                        slot.fill(report.clone());
+                    }
+                    return ResponseFuture::stopped(Error::new(ErrorKind::NotSent, report));
                 }
                 Decision::StartNow | Decision::AwaitResponse { .. } => {}
             }
@@ -200,6 +211,8 @@ where
                 last_response: None,
                 budget: self.client.budget.clone(),
                 hold_off,
+                signal: self.signal.clone(),
+                slot,
             },
         )
     }

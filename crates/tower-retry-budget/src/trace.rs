@@ -1,6 +1,8 @@
 //! `tracing` events for the trail: one event per step, with the trail's
-//! fields. Only `Retry-After` is ever logged of a response's headers; request
-//! headers (Authorization, Cookie, ...) never are.
+//! fields. Of a response's headers, only `Retry-After` is ever logged (and,
+//! with [`GrpcSignal`](crate::GrpcSignal), `grpc-status` and
+//! `grpc-retry-pushback-ms`); request headers (Authorization, Cookie, ...)
+//! never are.
 
 use retry_budget::{Event, EventKind, RetryAfterSeen, WaitBasis};
 
@@ -114,6 +116,17 @@ pub(crate) fn emit(events: &[Event]) {
                 at_s, remaining_budget_s,
                 until_s = secs(*until),
                 "held off"
+            ),
+            EventKind::RetryForbidden { attempt } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "retry forbidden by the server"
+            ),
+            EventKind::Translated { attempt, from } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                from = from.as_str(),
+                "response translated"
             ),
             _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
         }

@@ -1,0 +1,433 @@
+//! What the retry layer reads from a response head: a [`RetrySignal`] turns
+//! the status line and headers into what the core
+//! [`Action`](retry_budget::Action) is told (a status, a
+//! [`RetryAfter`], and whether the server forbids a retry).
+//!
+//! The rule stays in the core: a signal only *reads*. The default,
+//! [`HttpSignal`], is the HTTP status and `Retry-After`, exactly as before
+//! (a zero-sized type, no allocation). [`GrpcSignal`] is the opt-in reading
+//! for gRPC, set with
+//! [`RetryBudgetLayer::signal`](crate::RetryBudgetLayer::signal).
+//!
+//! # gRPC (`GrpcSignal`)
+//!
+//! A gRPC call answers HTTP `200` and puts its status in `grpc-status`,
+//! normally in the trailers. When it fails before any message, the server
+//! sends a *Trailers-Only* response: `grpc-status` (and the rest of the
+//! trailers) in the response **headers**, where a retry layer can see them.
+//! [`GrpcSignal`] reads those:
+//!
+//! | the response head | told to the core |
+//! |---|---|
+//! | HTTP status other than 200 (an intermediary's `429`, a `503`) | that status and its `Retry-After`, as [`HttpSignal`] |
+//! | `200` without `grpc-status` (a call that is answering; its status comes in the trailers) | `200` |
+//! | `200`, `grpc-status: 0` (OK) | `200` |
+//! | `200`, `grpc-status: 8` (RESOURCE_EXHAUSTED) | `429`, its HTTP equivalent |
+//! | `200`, any other `grpc-status` | its HTTP equivalent (`google.rpc.Code`'s table: UNAVAILABLE `503`, UNAUTHENTICATED `401`, INTERNAL `500`, ...; an unknown code `500`) |
+//!
+//! and, for any non-OK `grpc-status`, the server's pushback (gRFC A6,
+//! "gRPC Retry Design"):
+//!
+//! | `grpc-retry-pushback-ms` | told to the core |
+//! |---|---|
+//! | absent | no server delay ([`RetryAfter::Missing`]): the local fallback applies |
+//! | `1*DIGIT` milliseconds | the server's delay: [`RetryAfter::Seconds`]`(Duration::from_millis(ms))` (huge values saturate); the core's 1 s floor still applies |
+//! | negative, malformed, or repeated | the server forbids a retry ([`Action::retry_forbidden`](retry_budget::Action::retry_forbidden)): a retried status stops as `not_retryable` |
+//!
+//! A translated response is recorded in the trail
+//! ([`EventKind::Translated`](retry_budget::EventKind::Translated), e.g.
+//! `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`) just
+//! before the response as told, so the report's `429` and its delay can be
+//! traced to what the server actually sent.
+//!
+//! Only the head is read: a `grpc-status` in real trailers (after messages)
+//! arrives after the response has been handed to the caller and is never
+//! retried. Which calls may be retried at all is not the signal's business:
+//! gRPC calls are `POST`, so only calls marked [`Idempotent`](crate::Idempotent)
+//! are budgeted (see the [crate docs](crate#grpc--tonic)).
+//!
+//! ```
+//! use std::time::Duration;
+//! use http::{HeaderMap, StatusCode};
+//! use retry_budget::RetryAfter;
+//! use tower_retry_budget::{GrpcSignal, RetrySignal};
+//!
+//! let mut headers = HeaderMap::new();
+//! headers.insert("grpc-status", "8".parse().unwrap());
+//! headers.insert("grpc-retry-pushback-ms", "1500".parse().unwrap());
+//! let signal = GrpcSignal.read(StatusCode::OK, &headers);
+//! assert_eq!(signal.status(), 429);
+//! assert_eq!(signal.retry_after(), &RetryAfter::Seconds(Duration::from_millis(1500)));
+//! assert!(!signal.retry_forbidden());
+//!
+//! headers.insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+//! assert!(GrpcSignal.read(StatusCode::OK, &headers).retry_forbidden());
+//! ```
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use retry_budget::{RetryAfter, MAX_KEPT_RAW};
+
+/// What one response tells the retry budget. Built by a [`RetrySignal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signal {
+    status: u16,
+    retry_after: RetryAfter,
+    retry_forbidden: bool,
+    translated_from: Option<String>,
+}
+
+impl Signal {
+    /// A response with this HTTP status and `Retry-After`.
+    pub const fn new(status: u16, retry_after: RetryAfter) -> Self {
+        Self {
+            status,
+            retry_after,
+            retry_forbidden: false,
+            translated_from: None,
+        }
+    }
+
+    /// The server forbids retrying this response (the core stops a retried
+    /// status as `not_retryable`).
+    #[must_use]
+    pub const fn forbid_retry(mut self) -> Self {
+        self.retry_forbidden = true;
+        self
+    }
+
+    /// The status and delay were translated from another protocol's
+    /// signal; `from` (what the server actually sent) goes into the trail.
+    #[must_use]
+    pub fn translated_from(mut self, from: impl Into<String>) -> Self {
+        self.translated_from = Some(from.into());
+        self
+    }
+
+    /// The status told to the core.
+    pub const fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The server's delay told to the core.
+    pub const fn retry_after(&self) -> &RetryAfter {
+        &self.retry_after
+    }
+
+    /// Whether the server forbids a retry.
+    pub const fn retry_forbidden(&self) -> bool {
+        self.retry_forbidden
+    }
+
+    /// What the server actually sent, if the signal was translated.
+    pub fn translation(&self) -> Option<&str> {
+        self.translated_from.as_deref()
+    }
+
+    pub(crate) fn into_parts(self) -> (u16, RetryAfter, bool, Option<String>) {
+        (
+            self.status,
+            self.retry_after,
+            self.retry_forbidden,
+            self.translated_from,
+        )
+    }
+}
+
+/// Reads a response head into the [`Signal`] the retry budget is told.
+/// See the [module docs](self).
+pub trait RetrySignal {
+    /// What the response with this status and headers tells the budget.
+    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal;
+}
+
+/// The default signal: the HTTP status and its `Retry-After`, nothing else.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpSignal;
+
+impl RetrySignal for HttpSignal {
+    #[inline]
+    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+        Signal::new(status.as_u16(), retry_after(headers))
+    }
+}
+
+/// `Retry-After` from the headers (every field, so that a repeated header
+/// is seen as such).
+fn retry_after(headers: &HeaderMap) -> RetryAfter {
+    RetryAfter::from_values(
+        headers
+            .get_all(RETRY_AFTER)
+            .iter()
+            .map(HeaderValue::as_bytes),
+    )
+}
+
+/// The gRPC reading: Trailers-Only `grpc-status` (8, RESOURCE_EXHAUSTED, as
+/// `429`) and `grpc-retry-pushback-ms` (gRFC A6), on top of
+/// [`HttpSignal`]. See the [module docs](self).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GrpcSignal;
+
+/// `grpc-status`.
+pub const GRPC_STATUS: &str = "grpc-status";
+/// `grpc-retry-pushback-ms` (gRFC A6).
+pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
+impl RetrySignal for GrpcSignal {
+    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+        if status != StatusCode::OK {
+            return HttpSignal.read(status, headers);
+        }
+        let Some(code) = headers.get(GRPC_STATUS) else {
+            return Signal::new(200, RetryAfter::Missing);
+        };
+        let code = parse_code(code.as_bytes());
+        if code == Some(0) {
+            return Signal::new(200, RetryAfter::Missing);
+        }
+        let (http_status, name) = code.map_or((500, "not a gRPC code"), http_equivalent);
+        let mut from = String::new();
+        let _ = write!(
+            from,
+            "grpc-status {} ({name})",
+            kept(headers.get(GRPC_STATUS).map_or(&[][..], |v| v.as_bytes()))
+        );
+        let mut pushbacks = headers.get_all(GRPC_RETRY_PUSHBACK_MS).iter();
+        let signal = match (pushbacks.next(), pushbacks.next()) {
+            (None, _) => {
+                from.push_str(", no grpc-retry-pushback-ms");
+                Signal::new(http_status, RetryAfter::Missing)
+            }
+            (Some(value), None) => {
+                let _ = write!(
+                    from,
+                    ", {GRPC_RETRY_PUSHBACK_MS} {}",
+                    kept(value.as_bytes())
+                );
+                match parse_pushback(value.as_bytes()) {
+                    Some(delay) => Signal::new(http_status, RetryAfter::Seconds(delay)),
+                    None => Signal::new(http_status, RetryAfter::Missing).forbid_retry(),
+                }
+            }
+            (Some(_), Some(_)) => {
+                let _ = write!(from, ", repeated {GRPC_RETRY_PUSHBACK_MS}");
+                Signal::new(http_status, RetryAfter::Missing).forbid_retry()
+            }
+        };
+        signal.translated_from(from)
+    }
+}
+
+/// A `grpc-status` value: `1*DIGIT`.
+fn parse_code(raw: &[u8]) -> Option<u32> {
+    if raw.is_empty() || raw.len() > 9 || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(raw).ok()?.parse().ok()
+}
+
+/// A `grpc-retry-pushback-ms` value: a non-negative integer of
+/// milliseconds, `1*DIGIT` and nothing else (gRFC A6: anything else, a
+/// negative value included, means "do not retry"). A huge value saturates.
+fn parse_pushback(raw: &[u8]) -> Option<Duration> {
+    if raw.is_empty() || !raw.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let millis = raw.iter().fold(0u64, |acc, digit| {
+        acc.saturating_mul(10)
+            .saturating_add(u64::from(digit - b'0'))
+    });
+    Some(Duration::from_millis(millis))
+}
+
+/// The HTTP equivalent of a gRPC status code, and its name
+/// (`google.rpc.Code`).
+const fn http_equivalent(code: u32) -> (u16, &'static str) {
+    match code {
+        0 => (200, "OK"),
+        1 => (499, "CANCELLED"),
+        2 => (500, "UNKNOWN"),
+        3 => (400, "INVALID_ARGUMENT"),
+        4 => (504, "DEADLINE_EXCEEDED"),
+        5 => (404, "NOT_FOUND"),
+        6 => (409, "ALREADY_EXISTS"),
+        7 => (403, "PERMISSION_DENIED"),
+        8 => (429, "RESOURCE_EXHAUSTED"),
+        9 => (400, "FAILED_PRECONDITION"),
+        10 => (409, "ABORTED"),
+        11 => (400, "OUT_OF_RANGE"),
+        12 => (501, "UNIMPLEMENTED"),
+        13 => (500, "INTERNAL"),
+        14 => (503, "UNAVAILABLE"),
+        15 => (500, "DATA_LOSS"),
+        16 => (401, "UNAUTHENTICATED"),
+        _ => (500, "unknown code"),
+    }
+}
+
+/// A raw header value as kept in the trail: lossy UTF-8, at most
+/// [`MAX_KEPT_RAW`] characters.
+fn kept(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    if text.chars().count() <= MAX_KEPT_RAW {
+        return text.into_owned();
+    }
+    let mut cut: String = text.chars().take(MAX_KEPT_RAW).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        headers
+    }
+
+    fn grpc(pairs: &[(&str, &str)]) -> Signal {
+        GrpcSignal.read(StatusCode::OK, &head(pairs))
+    }
+
+    #[test]
+    fn http_signal_is_status_and_retry_after() {
+        let signal = HttpSignal.read(
+            StatusCode::TOO_MANY_REQUESTS,
+            &head(&[("retry-after", "3"), ("grpc-status", "8")]),
+        );
+        assert_eq!(
+            signal,
+            Signal::new(429, RetryAfter::Seconds(Duration::from_secs(3)))
+        );
+        assert_eq!(signal.translation(), None);
+    }
+
+    #[test]
+    fn resource_exhausted_with_a_valid_pushback_is_429_with_that_delay() {
+        for (raw, millis) in [("1000", 1000), ("0", 0), ("250", 250), ("007", 7)] {
+            let signal = grpc(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", raw)]);
+            assert_eq!(signal.status(), 429, "{raw}");
+            assert_eq!(
+                signal.retry_after(),
+                &RetryAfter::Seconds(Duration::from_millis(millis)),
+                "{raw}"
+            );
+            assert!(!signal.retry_forbidden(), "{raw}");
+            assert_eq!(
+                signal.translation(),
+                Some(
+                    format!("grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms {raw}")
+                        .as_str()
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_huge_pushback_saturates_instead_of_overflowing() {
+        let signal = grpc(&[
+            ("grpc-status", "8"),
+            ("grpc-retry-pushback-ms", "99999999999999999999999"),
+        ]);
+        assert_eq!(
+            signal.retry_after(),
+            &RetryAfter::Seconds(Duration::from_millis(u64::MAX))
+        );
+        assert!(!signal.retry_forbidden());
+    }
+
+    #[test]
+    fn a_negative_or_malformed_pushback_forbids_the_retry() {
+        for raw in ["-1", "-1000", "1.5", "+5", "5ms", "abc", "", " 5", "0x10"] {
+            let signal = grpc(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", raw)]);
+            assert_eq!(signal.status(), 429, "{raw:?}");
+            assert!(signal.retry_forbidden(), "{raw:?}");
+            assert_eq!(signal.retry_after(), &RetryAfter::Missing, "{raw:?}");
+        }
+        let repeated = grpc(&[
+            ("grpc-status", "8"),
+            ("grpc-retry-pushback-ms", "100"),
+            ("grpc-retry-pushback-ms", "200"),
+        ]);
+        assert!(repeated.retry_forbidden());
+        assert_eq!(
+            repeated.translation(),
+            Some("grpc-status 8 (RESOURCE_EXHAUSTED), repeated grpc-retry-pushback-ms")
+        );
+    }
+
+    #[test]
+    fn an_absent_pushback_leaves_the_local_fallback() {
+        let signal = grpc(&[("grpc-status", "8")]);
+        assert_eq!(signal.status(), 429);
+        assert_eq!(signal.retry_after(), &RetryAfter::Missing);
+        assert!(!signal.retry_forbidden());
+        assert_eq!(
+            signal.translation(),
+            Some("grpc-status 8 (RESOURCE_EXHAUSTED), no grpc-retry-pushback-ms")
+        );
+    }
+
+    #[test]
+    fn other_grpc_statuses_are_their_http_equivalents_and_not_429() {
+        for (code, status) in [
+            ("1", 499),
+            ("2", 500),
+            ("3", 400),
+            ("4", 504),
+            ("5", 404),
+            ("7", 403),
+            ("12", 501),
+            ("13", 500),
+            ("14", 503),
+            ("16", 401),
+            ("17", 500),
+            ("nope", 500),
+        ] {
+            let signal = grpc(&[("grpc-status", code), ("grpc-retry-pushback-ms", "1000")]);
+            assert_eq!(signal.status(), status, "{code}");
+            assert_ne!(signal.status(), 429, "{code}");
+        }
+        // OK, and a call still answering (status in the trailers): 200.
+        assert_eq!(
+            grpc(&[("grpc-status", "0")]),
+            Signal::new(200, RetryAfter::Missing)
+        );
+        assert_eq!(
+            grpc(&[("retry-after", "5")]),
+            Signal::new(200, RetryAfter::Missing)
+        );
+    }
+
+    #[test]
+    fn an_intermediarys_http_status_is_read_as_http() {
+        let signal = GrpcSignal.read(
+            StatusCode::TOO_MANY_REQUESTS,
+            &head(&[("retry-after", "2"), ("grpc-status", "14")]),
+        );
+        assert_eq!(
+            signal,
+            Signal::new(429, RetryAfter::Seconds(Duration::from_secs(2)))
+        );
+    }
+
+    #[test]
+    fn long_raw_values_are_cut_in_the_translation() {
+        let long = "9".repeat(200);
+        let signal = grpc(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", &long)]);
+        let from = signal.translation().unwrap();
+        assert!(from.ends_with('…'), "{from}");
+        assert!(from.len() < 200, "{from}");
+    }
+}
