@@ -16,6 +16,8 @@ enum Input {
     Leave(u64),
     Timeout(u64),
     TransportFailed(u64),
+    Forbid,
+    Translated(u64),
 }
 
 #[derive(Debug, Arbitrary)]
@@ -52,6 +54,14 @@ fuzz_target!(|script: Script| {
             Input::Leave(at) => action.caller_left(ms(at)),
             Input::Timeout(at) => action.attempt_timed_out(ms(at)),
             Input::TransportFailed(at) => action.transport_failed(ms(at)),
+            Input::Forbid => {
+                action.retry_forbidden();
+                action.decision()
+            }
+            Input::Translated(at) => {
+                action.response_translated(ms(at), "grpc-status 8 (RESOURCE_EXHAUSTED)");
+                action.decision()
+            }
         };
         if let Decision::WaitUntil(until) = decision {
             // A planned wait always leaves room for the whole next attempt.

@@ -586,6 +586,10 @@ enum Input {
     Left(Duration),
     TimedOut(Duration),
     TransportFailed(Duration),
+    /// The server forbids retrying the next response.
+    Forbid,
+    /// The next response was translated from another protocol's signal.
+    Translated(Duration),
 }
 
 fn when() -> impl Strategy<Value = Duration> {
@@ -621,6 +625,8 @@ fn input() -> impl Strategy<Value = Input> {
         1 => when().prop_map(Input::Left),
         1 => when().prop_map(Input::TimedOut),
         1 => when().prop_map(Input::TransportFailed),
+        1 => Just(Input::Forbid),
+        1 => when().prop_map(Input::Translated),
     ]
 }
 
@@ -631,7 +637,9 @@ fn input_time(input: &Input) -> Duration {
         | Input::Woke(t)
         | Input::Left(t)
         | Input::TimedOut(t)
-        | Input::TransportFailed(t) => *t,
+        | Input::TransportFailed(t)
+        | Input::Translated(t) => *t,
+        Input::Forbid => Duration::ZERO,
     }
 }
 
@@ -644,6 +652,7 @@ proptest! {
         let mut action = Action::new(policy);
         let mut latest = Duration::ZERO;
         let mut frozen: Option<Report> = None;
+        let mut forbidden = false;
         for input in &inputs {
             let before = action.attempts_started();
             let phase_before = action.decision();
@@ -657,7 +666,26 @@ proptest! {
                 Input::Left(t) => action.caller_left(*t),
                 Input::TimedOut(t) => action.attempt_timed_out(*t),
                 Input::TransportFailed(t) => action.transport_failed(*t),
+                Input::Forbid => {
+                    action.retry_forbidden();
+                    forbidden |= matches!(phase_before, Decision::AwaitResponse { .. });
+                    action.decision()
+                }
+                Input::Translated(t) => {
+                    action.response_translated(*t, "from elsewhere");
+                    action.decision()
+                }
             };
+            // A forbidden retry applies to the next response only.
+            let answered = matches!(
+                (input, phase_before),
+                (Input::Response(..), Decision::AwaitResponse { .. })
+            );
+            let forbid_applies = forbidden && answered;
+            forbidden &= !answered;
+            if matches!(input, Input::Forbid | Input::Translated(_)) {
+                prop_assert_eq!(decision, phase_before);
+            }
             prop_assert_eq!(decision, action.decision());
             prop_assert!(action.attempts_started() <= policy.max_attempts());
             let after = action.attempts_started();
@@ -694,6 +722,10 @@ proptest! {
 
             // A wait planned after a response follows the formula from the
             // latest elapsed time seen.
+            if forbid_applies && matches!(input, Input::Response(_, 429, ..)) {
+                prop_assert_eq!(decision, Decision::Stop(Outcome::NotRetryable));
+                continue;
+            }
             if let (Input::Response(_, 429, header, calendar), Decision::AwaitResponse { .. }, Decision::WaitUntil(until)) =
                 (input, phase_before, decision)
             {
