@@ -333,8 +333,7 @@ async fn resource_exhausted_with_pushback_1000_ms_is_retried_once_after_at_least
 async fn a_method_not_marked_safe_is_called_once() {
     let (addr, calls) = serve(|_| Answer::Status(Code::ResourceExhausted, Some("1000"))).await;
     let mut grpc = stack!(channel(addr).await);
-    let (result, report, elapsed) =
-        call(&mut grpc, BUY, Bytes::from_static(b"order-1"), false).await;
+    let (result, report, _) = call(&mut grpc, BUY, Bytes::from_static(b"order-1"), false).await;
 
     let status = result.expect_err("RESOURCE_EXHAUSTED reaches the caller");
     assert_eq!(status.code(), Code::ResourceExhausted);
@@ -349,7 +348,6 @@ async fn a_method_not_marked_safe_is_called_once() {
     );
     // Passed through untouched: no budget, so no report.
     assert_eq!(report, None);
-    assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
 }
 
 #[tokio::test]
@@ -387,7 +385,7 @@ async fn a_request_body_over_the_replay_limit_is_called_once_and_the_report_says
     let (addr, calls) = serve(|_| Answer::Status(Code::ResourceExhausted, Some("1000"))).await;
     let mut grpc = stack!(channel(addr).await, ReplayBodyLayer::new().limit(256));
     let message = Bytes::from(vec![7u8; 4096]);
-    let (result, report, elapsed) = call(&mut grpc, GET, message, true).await;
+    let (result, report, _) = call(&mut grpc, GET, message, true).await;
 
     assert_eq!(result.unwrap_err().code(), Code::ResourceExhausted);
     let got = calls_to(&calls, GET);
@@ -403,7 +401,7 @@ async fn a_request_body_over_the_replay_limit_is_called_once_and_the_report_says
         ),
         "{report}"
     );
-    assert!(elapsed < Duration::from_millis(900), "no wait: {elapsed:?}");
+    assert!(report.waits.is_empty(), "no wait");
 }
 
 #[tokio::test]
@@ -412,8 +410,7 @@ async fn a_negative_or_malformed_pushback_is_not_retried() {
         let (addr, calls) =
             serve(move |_| Answer::Status(Code::ResourceExhausted, Some(pushback))).await;
         let mut grpc = stack!(channel(addr).await);
-        let (result, report, elapsed) =
-            call(&mut grpc, GET, Bytes::from_static(b"item-7"), true).await;
+        let (result, report, _) = call(&mut grpc, GET, Bytes::from_static(b"item-7"), true).await;
 
         assert_eq!(
             result.unwrap_err().code(),
@@ -434,7 +431,7 @@ async fn a_negative_or_malformed_pushback_is_not_retried() {
                 .starts_with("Stopped: the service asked not to retry this request."),
             "{report}"
         );
-        assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
+        assert!(report.waits.is_empty(), "no wait");
     }
 }
 
