@@ -668,7 +668,7 @@ impl Action {
     /// no whole millisecond lies strictly above it).
     fn uniform(&mut self, low: Duration, high: Duration) -> Duration {
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let sub_milli = u64::from(low.subsec_nanos() % 1_000_000 != 0);
+        let sub_milli = u64::from(!low.subsec_nanos().is_multiple_of(1_000_000));
         let lo = millis(low).saturating_add(sub_milli);
         let hi = millis(high);
         if lo >= hi {

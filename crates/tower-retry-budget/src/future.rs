@@ -83,10 +83,7 @@ impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
     /// Feeds one input to the action and traces the events it added.
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.elapsed();
-        let seen = self.action.events().len();
-        let decision = input(&mut self.action, now);
-        crate::trace::emit(&self.action.events()[seen..]);
-        decision
+        crate::trace::step(&mut self.action, now, input)
     }
 
     /// The report of the stopped action, moving its trail out (a copy goes

@@ -75,10 +75,7 @@ impl Run {
 
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.elapsed();
-        let seen = self.action.events().len();
-        let decision = input(&mut self.action, now);
-        crate::trace::emit(&self.action.events()[seen..]);
-        decision
+        crate::trace::step(&mut self.action, now, input)
     }
 }
 

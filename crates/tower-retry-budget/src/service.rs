@@ -183,13 +183,12 @@ where
         }
         // A copy only if a retry can ever follow.
         let template = (self.policy.max_attempts() > 1).then(|| request::copy(&request));
-        let seen = action.events().len();
-        let deadline = match action.attempt_started(Duration::ZERO) {
+        let started = crate::trace::step(&mut action, Duration::ZERO, Action::attempt_started);
+        let deadline = match started {
             Decision::AwaitResponse { deadline, .. } => deadline,
             // A validated policy always fits its first attempt.
             _ => self.policy.attempt_cap(),
         };
-        crate::trace::emit(&action.events()[seen..]);
         if let Some(budget) = &self.client.budget {
             budget.0.deposit();
         }

@@ -4,7 +4,9 @@
 //! `grpc-retry-pushback-ms`); request headers (Authorization, Cookie, ...)
 //! never are.
 
-use retry_budget::{Event, EventKind, RetryAfterSeen, WaitBasis};
+use std::time::Duration;
+
+use retry_budget::{Action, Decision, Event, EventKind, RetryAfterSeen, WaitBasis};
 
 /// Formats a `Retry-After` as seen, only when the event is recorded.
 struct Seen<'a>(&'a RetryAfterSeen);
@@ -22,6 +24,19 @@ impl std::fmt::Display for Seen<'_> {
 
 fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
+}
+
+/// Feeds one input to `action` at elapsed `now` and traces the events it
+/// added: the only way the adapter talks to the core.
+pub(crate) fn step(
+    action: &mut Action,
+    now: Duration,
+    input: impl FnOnce(&mut Action, Duration) -> Decision,
+) -> Decision {
+    let seen = action.events().len();
+    let decision = input(action, now);
+    emit(&action.events()[seen..]);
+    decision
 }
 
 /// Emits one `tracing` event per trail event (target `retry_budget`).
