@@ -113,6 +113,9 @@ impl Report {
             Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),
+            Outcome::AttemptsExhausted if self.max_attempts == 1 => {
+                "Stopped: the one attempt allowed was used (retries are off).".into()
+            }
             Outcome::AttemptsExhausted => format!(
                 "Stopped: all {} attempts allowed were used.",
                 self.max_attempts

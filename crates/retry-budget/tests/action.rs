@@ -1173,8 +1173,10 @@ fn status_text_for_attempts_exhausted() {
     let text = report(&action).to_string();
     let lines: Vec<_> = text.lines().collect();
     assert_eq!(lines.len(), 4, "{text}");
-    assert!(lines[0].starts_with("Stopped:"), "{text}");
-    assert!(lines[0].contains("attempt"), "{text}");
+    assert_eq!(
+        lines[0],
+        "Stopped: the one attempt allowed was used (retries are off)."
+    );
     assert_eq!(
         lines[1],
         "Last response: 429. Attempts: 1 / 1. Elapsed: 2 s."
