@@ -362,6 +362,11 @@ pub struct Secs(pub Duration);
 impl fmt::Display for Secs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let whole = self.0.as_secs();
+        if whole == u64::MAX {
+            // A saturated delay (`Retry-After: 99999999999999999999`): the
+            // exact figure would suggest a precision the server never gave.
+            return f.write_str("more than 584 billion years");
+        }
         let millis = self.0.subsec_millis();
         if millis == 0 {
             write!(f, "{whole} s")
@@ -465,5 +470,9 @@ mod tests {
         assert_eq!(Secs(Duration::from_secs(2)).to_string(), "2 s");
         assert_eq!(Secs(Duration::from_millis(4500)).to_string(), "4.5 s");
         assert_eq!(Secs(Duration::from_millis(250)).to_string(), "0.25 s");
+        assert_eq!(
+            Secs(Duration::from_secs(u64::MAX)).to_string(),
+            "more than 584 billion years"
+        );
     }
 }
