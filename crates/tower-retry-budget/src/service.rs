@@ -102,6 +102,33 @@ impl<S, C, G> RetryBudget<S, C, G> {
     }
 }
 
+impl<S: Clone, C: Clone, G: Clone> RetryBudget<S, C, G> {
+    /// The state a budgeted request carries, with this service's settings.
+    fn budgeted<B, R>(
+        &self,
+        action: Action,
+        origin: Instant,
+        service: S,
+        template: Option<Request<B>>,
+        hold_off: Option<(crate::HoldOff, String)>,
+        slot: Option<ReportSlot>,
+    ) -> Budgeted<S, B, C, G, R> {
+        Budgeted {
+            action,
+            origin,
+            service,
+            template,
+            calendar: self.calendar.clone(),
+            dates: self.dates,
+            last_response: None,
+            budget: self.client.budget.clone(),
+            hold_off,
+            signal: self.signal.clone(),
+            slot,
+        }
+    }
+}
+
 impl<S, C, G, B, ResB> Service<Request<B>> for RetryBudget<S, C, G>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
@@ -144,8 +171,9 @@ where
         if let Some(until) = held_until {
             // The service asked the client to wait: the core decides whether
             // the first attempt waits or is never sent.
-            let decision = action.hold_off(Duration::ZERO, until.saturating_duration_since(origin));
-            crate::trace::emit(action.events());
+            let wait = until.saturating_duration_since(origin);
+            let decision =
+                crate::trace::step(&mut action, Duration::ZERO, |a, now| a.hold_off(now, wait));
             match decision {
                 Decision::WaitUntil(at) => {
                     // Sent later, on a clone made ready then. The service made
@@ -153,23 +181,8 @@ where
                     // concurrency limit) is released during the wait.
                     let fresh = self.inner.clone();
                     drop(std::mem::replace(&mut self.inner, fresh.clone()));
-                    return ResponseFuture::deferred(
-                        at,
-                        cancelled,
-                        Budgeted {
-                            action,
-                            origin,
-                            service: fresh,
-                            template: Some(request),
-                            calendar: self.calendar.clone(),
-                            dates: self.dates,
-                            last_response: None,
-                            budget: self.client.budget.clone(),
-                            hold_off,
-                            signal: self.signal.clone(),
-                            slot,
-                        },
-                    );
+                    let ctx = self.budgeted(action, origin, fresh, Some(request), hold_off, slot);
+                    return ResponseFuture::deferred(at, cancelled, ctx);
                 }
                 Decision::Stop(_) => {
                     let report = action.into_report();
@@ -196,23 +209,7 @@ where
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
-        ResponseFuture::budgeted(
-            future,
-            deadline,
-            cancelled,
-            Budgeted {
-                action,
-                origin,
-                service: ready,
-                template,
-                calendar: self.calendar.clone(),
-                dates: self.dates,
-                last_response: None,
-                budget: self.client.budget.clone(),
-                hold_off,
-                signal: self.signal.clone(),
-                slot,
-            },
-        )
+        let ctx = self.budgeted(action, origin, ready, template, hold_off, slot);
+        ResponseFuture::budgeted(future, deadline, cancelled, ctx)
     }
 }
