@@ -220,6 +220,33 @@ impl Action {
         self.policy.total_budget() - self.policy.attempt_cap()
     }
 
+    /// The caller was told to start ([`Decision::StartNow`]) but its
+    /// transport is still not ready at `now`. At or past the
+    /// [latest start](Self::latest_start) the attempt could only start
+    /// later still, and its cap could no longer be reserved: stop as
+    /// [`Outcome::BudgetExhausted`]. Before it, keep waiting
+    /// ([`Decision::StartNow`] stands).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(s(0));
+    /// action.response(s(1), 429, &RetryAfter::parse("1"), None);
+    /// assert_eq!(action.timer_woke(s(2)), Decision::StartNow);
+    /// assert_eq!(action.transport_not_ready(s(10)), Decision::StartNow);
+    /// assert_eq!(action.transport_not_ready(s(16)), Decision::Stop(Outcome::BudgetExhausted));
+    /// ```
+    pub fn transport_not_ready(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        if self.phase != Phase::Ready || now < self.latest_start() {
+            return self.decision();
+        }
+        self.stop(now, Outcome::BudgetExhausted)
+    }
+
     /// The outcome, once stopped.
     pub fn outcome(&self) -> Option<Outcome> {
         match self.phase {

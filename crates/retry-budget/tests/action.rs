@@ -1459,3 +1459,26 @@ fn a_translated_response_is_recorded_just_before_it_and_changes_nothing() {
     action.response_translated(ms(400), "ignored");
     assert_eq!(action.events().len(), before);
 }
+
+#[test]
+fn a_transport_not_ready_at_the_latest_start_stops_and_not_before() {
+    let mut action = action();
+    action.attempt_started(s(0));
+    action.response(s(1), 429, &ra("1"), None);
+    assert_eq!(action.timer_woke(s(2)), Decision::StartNow);
+    assert_eq!(action.transport_not_ready(s(15)), Decision::StartNow);
+    assert_eq!(
+        action.transport_not_ready(s(16)),
+        Decision::Stop(Outcome::BudgetExhausted)
+    );
+    assert_eq!(report(&action).elapsed, s(16));
+}
+
+#[test]
+fn a_transport_not_ready_outside_the_ready_phase_changes_nothing() {
+    let mut action = action();
+    action.attempt_started(s(0));
+    let in_flight = action.decision();
+    assert_eq!(action.transport_not_ready(s(19)), in_flight);
+    assert_eq!(action.outcome(), None);
+}

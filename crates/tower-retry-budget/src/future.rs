@@ -381,10 +381,8 @@ where
                     }
                     match ctx.step(|action, now| action.timer_woke(now)) {
                         Decision::StartNow => {
-                            // Past the latest start, an attempt can no longer be
-                            // reserved: stop waiting for readiness then (1 ns
-                            // after it, so that the re-check surely fails).
-                            let latest = ctx.action.latest_start() + Duration::from_nanos(1);
+                            // Wait for readiness no longer than the latest start.
+                            let latest = ctx.action.latest_start();
                             arm(timer.as_mut(), ctx.origin + latest);
                             *state = State::Readying;
                         }
@@ -440,10 +438,18 @@ where
                         if !fired(timer.as_mut(), cx) {
                             return Poll::Pending;
                         }
-                        // The latest start has passed: the re-check stops it.
-                        ctx.step(|action, now| action.attempt_started(now));
-                        *state = State::Done;
-                        return Poll::Ready(finish_without_attempt(ctx));
+                        // Still not ready at the latest start: the core
+                        // decides (a stop, since the timer never fires early).
+                        match ctx.step(|action, now| action.transport_not_ready(now)) {
+                            Decision::Stop(_) => {
+                                *state = State::Done;
+                                return Poll::Ready(finish_without_attempt(ctx));
+                            }
+                            _ => {
+                                let latest = ctx.action.latest_start();
+                                arm(timer.as_mut(), ctx.origin + latest);
+                            }
+                        }
                     }
                 },
                 State::Done => unreachable!("checked at the top of the loop"),
