@@ -23,8 +23,9 @@
 
 use std::error::Error as StdError;
 use std::io::{self, Write};
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +37,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use retry_budget::{Outcome, Policy, PolicyError, Report};
+use tokio::io::AsyncWrite;
 use tokio_util::sync::CancellationToken;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
@@ -45,7 +47,11 @@ use tower_retry_budget::{
 };
 use tracing_subscriber::layer::SubscriberExt;
 
+use crate::body::{self, BodyEnd, BodyRead};
+use crate::exit::Exit;
+use crate::interrupt;
 use crate::progress::{Console, ProgressLayer, INDENT};
+use crate::redact;
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -83,6 +89,10 @@ pub struct Args {
     /// Print the report as one JSON object on stdout (instead of the body).
     #[arg(long)]
     json: bool,
+    /// Write the body to this file instead of stdout (with --json too:
+    /// the report then says how the body ended).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Also show tower-http's trace events.
     #[arg(short, long)]
     verbose: bool,
@@ -147,13 +157,24 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let console = Console::stderr();
-    runtime.block_on(fetch(target, options, &console, CancellationToken::new()))
+    let output = args.output.map_or(Output::Stdout, Output::File);
+    let status = runtime.block_on(fetch_to(
+        target,
+        options,
+        &output,
+        &console,
+        CancellationToken::new(),
+    ));
+    // A write to a stuck stdout may still be pending on a blocking thread
+    // after the deadline: the process ends without waiting for it.
+    runtime.shutdown_background();
+    status
 }
 
 /// Prints a usage error (one line) and returns exit status 2.
 pub fn usage_error(message: &str) -> ExitCode {
     eprintln!("retry-budget: {message}");
-    ExitCode::from(2)
+    Exit::Usage.into()
 }
 
 /// The tokio runtime of a command.
@@ -186,10 +207,31 @@ fn policy(args: &Args) -> Result<Policy, String> {
 
 /// Sends `target` under `options`, shows every step on `console`, prints the
 /// visible status (and the body or the JSON report), and returns the exit
-/// status. `cancel` ends the action when fired (Ctrl-C fires it too).
+/// status. `cancel` ends the action when fired (so do SIGINT, SIGTERM and
+/// SIGHUP).
 pub async fn fetch(
     target: Target,
     options: Options,
+    console: &Console,
+    cancel: CancellationToken,
+) -> ExitCode {
+    fetch_to(target, options, &Output::Stdout, console, cancel).await
+}
+
+/// Where the final response's body goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Stdout (not read at all with `--json`).
+    Stdout,
+    /// A file, created (or truncated) before anything is sent.
+    File(PathBuf),
+}
+
+/// [`fetch`], with the body written to `output`.
+pub async fn fetch_to(
+    target: Target,
+    options: Options,
+    output: &Output,
     console: &Console,
     cancel: CancellationToken,
 ) -> ExitCode {
@@ -201,6 +243,19 @@ pub async fn fetch(
     let tls = match crate::tls::client_config(target.cacert.as_deref(), https) {
         Ok(tls) => tls,
         Err(message) => return usage_error(&message),
+    };
+    let mut out: Option<Pin<Box<dyn AsyncWrite + Send>>> = match output {
+        Output::Stdout if options.json => None,
+        Output::Stdout => Some(Box::pin(tokio::io::stdout())),
+        Output::File(path) => match tokio::fs::File::create(path).await {
+            Ok(file) => Some(Box::pin(file)),
+            Err(e) => {
+                return usage_error(&format!(
+                    "--output {}: cannot create the file: {e}",
+                    redact::escape(&path.display().to_string())
+                ))
+            }
+        },
     };
     request.extensions_mut().insert(cancel.clone());
     let mut policy = options.policy;
@@ -221,11 +276,10 @@ pub async fn fetch(
     // Only the first call in a process installs it (one action per process).
     let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer));
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let watcher = match watch_ctrl_c(cancel.clone(), interrupted.clone()) {
+    let watcher = match interrupt::watch(cancel.clone()) {
         Ok(watcher) => watcher,
         Err(e) => {
-            eprintln!("retry-budget: cannot listen for Ctrl-C: {e}");
+            eprintln!("retry-budget: cannot listen for Ctrl-C, SIGTERM or SIGHUP: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -248,7 +302,7 @@ pub async fn fetch(
     }
 
     let countdown = console.spawn_countdown();
-    let result = if options.trusted_clock {
+    let (origin, result) = if options.trusted_clock {
         send(request, tls, RetryBudgetLayer::new(policy)).await
     } else {
         send(
@@ -262,31 +316,38 @@ pub async fn fetch(
         countdown.abort();
     }
 
-    let mut body_interrupted = false;
-    let report = match result {
+    let (report, body) = match result {
         Ok(response) => {
             let report = response.extensions().get::<Report>().cloned();
-            if !options.json {
-                body_interrupted = !copy_body(response, &cancel, console).await;
-            }
-            report
+            let body = match out.as_mut() {
+                Some(out) => {
+                    // The body is part of the action: it is read under the
+                    // deadline of the attempt that produced it.
+                    let by = body::deadline(report.as_ref(), policy.total_budget());
+                    let deadline = body::instant_at(origin, by);
+                    body::copy(response.into_body(), out, deadline, &cancel).await
+                }
+                None => BodyRead::not_read(),
+            };
+            (report, body)
         }
         Err(error) => {
             if let ErrorKind::Inner(inner) = error.kind() {
                 console.clear();
                 console.line(&format!("{INDENT} request failed: {}", chain(inner)));
             }
-            error.report().cloned().or_else(|| {
+            let report = error.report().cloned().or_else(|| {
                 // Only an inner service that is never ready ends this way.
                 console.line(&format!("retry-budget: {error}"));
                 None
-            })
+            });
+            (report, BodyRead::not_read())
         }
     };
-    watcher.abort();
+    let left = watcher.left();
+    drop(watcher);
     console.clear();
 
-    let interrupted = interrupted.load(Ordering::SeqCst);
     match &report {
         Some(report) => {
             console.line("");
@@ -294,33 +355,48 @@ pub async fn fetch(
         }
         None => console.line("retry-budget: the layer returned no report"),
     }
-    if body_interrupted {
-        console.line("Interrupted while the response body was being read.");
+    if let Some(line) = body.describe() {
+        console.line(&line);
+    }
+    if let Some(leave) = left {
+        console.line(&format!("Left on {}.", leave.name()));
     }
     if options.json {
-        let line = report
+        let mut line = report
             .as_ref()
-            .map_or_else(|| no_report_json(interrupted), Report::to_json);
+            .map_or_else(|| no_report_json(left.is_some()), Report::to_json);
+        if let Some(map) = line.as_object_mut() {
+            map.insert("body".into(), body.end.as_str().into());
+            map.insert("body_bytes".into(), body.bytes.into());
+        }
         print_stdout(format!("{line}\n").as_bytes());
     }
-    if interrupted {
-        ExitCode::from(130)
-    } else if report.is_some_and(|r| r.outcome == Outcome::Success) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    let success = report.is_some_and(|r| r.outcome == Outcome::Success);
+    let exit = match (left, body.end.exit()) {
+        (Some(leave), _) => leave.exit(),
+        (None, Some(exit)) => exit,
+        (None, None) if success && body.end != BodyEnd::Cancelled => Exit::Success,
+        (None, None) => Exit::Failure,
+    };
+    exit.into()
 }
 
 /// The response body type after the stack, boxed.
 type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 
 /// Sends one request through the client stack (see the module docs).
+///
+/// Also returns when the request entered the stack: no later than the
+/// layer's own origin (it starts its clock when called), so a deadline
+/// measured from it is never later than the layer's.
 async fn send<C>(
     request: Request<Full<Bytes>>,
     tls: Arc<rustls::ClientConfig>,
     budget: RetryBudgetLayer<C>,
-) -> Result<Response<Body>, Error<hyper_util::client::legacy::Error>>
+) -> (
+    tokio::time::Instant,
+    Result<Response<Body>, Error<hyper_util::client::legacy::Error>>,
+)
 where
     C: Calendar + Clone,
 {
@@ -340,8 +416,12 @@ where
         .layer(DecompressionLayer::new())
         .layer(budget)
         .service(client);
-    let response = service.oneshot(request).await?;
-    Ok(response.map(BodyExt::boxed_unsync))
+    let origin = tokio::time::Instant::now();
+    let result = service.oneshot(request).await;
+    (
+        origin,
+        result.map(|response| response.map(BodyExt::boxed_unsync)),
+    )
 }
 
 /// The request of a target, with an empty body.
@@ -359,65 +439,15 @@ fn build_request(target: &Target) -> Result<Request<Full<Bytes>>, String> {
     Ok(request)
 }
 
-/// Fires `cancel` (and sets `interrupted`) on Ctrl-C. The signal handler is
-/// in place when this returns, before anything is sent.
-fn watch_ctrl_c(
-    cancel: CancellationToken,
-    interrupted: Arc<AtomicBool>,
-) -> io::Result<tokio::task::JoinHandle<()>> {
-    #[cfg(unix)]
-    let mut signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    Ok(tokio::spawn(async move {
-        #[cfg(unix)]
-        let received = signal.recv().await.is_some();
-        #[cfg(not(unix))]
-        let received = tokio::signal::ctrl_c().await.is_ok();
-        if received {
-            interrupted.store(true, Ordering::SeqCst);
-            cancel.cancel();
-        }
-    }))
-}
-
-/// Copies the body to stdout as it arrives; `false` if `cancel` fired
-/// first.
-async fn copy_body(
-    response: Response<Body>,
-    cancel: &CancellationToken,
-    console: &Console,
-) -> bool {
-    let mut body = response.into_body();
-    loop {
-        let frame = tokio::select! {
-            frame = body.frame() => frame,
-            () = cancel.cancelled() => return false,
-        };
-        match frame {
-            None => return true,
-            Some(Ok(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    print_stdout(data);
-                }
-            }
-            Some(Err(e)) => {
-                console.line(&format!(
-                    "{INDENT} the response body could not be read to the end: {}",
-                    chain(e.as_ref())
-                ));
-                return true;
-            }
-        }
-    }
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is the reader's choice.
+/// Writes the JSON report to stdout; a closed pipe (`| head`) is the
+/// reader's choice, and the report is on stderr too.
 fn print_stdout(bytes: &[u8]) {
     let mut stdout = io::stdout().lock();
     let _ = stdout.write_all(bytes).and_then(|()| stdout.flush());
 }
 
 /// An error and its sources, on one line.
-fn chain(error: &(dyn StdError + 'static)) -> String {
+pub fn chain(error: &(dyn StdError + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(e) = source {

@@ -13,9 +13,13 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
+mod body;
 mod demo;
+mod exit;
 mod get;
+mod interrupt;
 mod progress;
+mod redact;
 mod replay;
 mod table;
 mod tls;
@@ -35,7 +39,7 @@ enum Command {
     Replay(replay::Args),
     /// Send one request through the retry budget, showing every step on
     /// stderr and the body (or, with --json, the report) on stdout.
-    Get(get::Args),
+    Get(Box<get::Args>),
     /// Play a case of the given schedules on a local server in real time,
     /// and run `get` against it.
     Demo(demo::Args),
@@ -53,7 +57,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Replay(args) => replay::run(&args),
-        Command::Get(args) => get::run(args),
+        Command::Get(args) => get::run(*args),
         Command::Demo(args) => demo::run(&args),
     }
 }
