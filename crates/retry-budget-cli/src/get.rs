@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
-use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http::header::AUTHORIZATION;
+use http::{HeaderName, Method, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
@@ -49,23 +49,32 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use crate::body::{self, BodyEnd, BodyRead};
 use crate::exit::Exit;
+use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, ProgressLayer, INDENT};
-use crate::redact;
+use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The URL to fetch (http:// or https://).
-    #[arg(value_name = "URL", value_parser = parse_url)]
-    url: Uri,
+    /// The URL to fetch (http:// or https://). Userinfo
+    /// (`http://user:password@host/`) is sent as Basic authorization and
+    /// shown as `user:***`.
+    #[arg(value_name = "URL")]
+    url: String,
     /// The request method. Only safe methods (GET, HEAD, OPTIONS, TRACE) are
     /// ever retried; any other is sent once.
     #[arg(short = 'X', long, value_name = "M", default_value = "GET", value_parser = parse_method)]
     method: Method,
-    /// A request header, `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
-    headers: Vec<Header>,
+    /// A request header, `Name: value` (repeatable). Content-Length,
+    /// Transfer-Encoding and Host must agree with what is sent.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Treat this header's value as a secret (repeatable): never shown in
+    /// any output or error. Authorization, Cookie and Proxy-Authorization
+    /// always are.
+    #[arg(long, value_name = "NAME")]
+    sensitive: Vec<String>,
     /// The total budget of the action, counted from the first attempt's start.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = parse_duration)]
     budget: Duration,
@@ -98,21 +107,14 @@ pub struct Args {
     verbose: bool,
 }
 
-/// One `-H 'Name: value'`.
-#[derive(Debug, Clone)]
-pub struct Header {
-    name: HeaderName,
-    value: HeaderValue,
-}
-
 /// What to send.
 #[derive(Debug, Clone)]
 pub struct Target {
     /// The method.
     pub method: Method,
-    /// The URL (http:// or https://).
+    /// The URL (http:// or https://), userinfo included if given.
     pub uri: Uri,
-    /// Extra request headers.
+    /// Extra request headers (sensitive ones marked so).
     pub headers: Vec<Header>,
     /// A PEM file of CA certificates to trust instead of the platform's.
     pub cacert: Option<std::path::PathBuf>,
@@ -133,15 +135,10 @@ pub struct Options {
 
 /// Runs the command and returns the process's exit status.
 pub fn run(args: Args) -> ExitCode {
-    let policy = match policy(&args) {
-        Ok(policy) => policy,
+    let checked = target(&args).and_then(|target| Ok((target, policy(&args)?)));
+    let (target, policy) = match checked {
+        Ok(checked) => checked,
         Err(message) => return usage_error(&message),
-    };
-    let target = Target {
-        method: args.method,
-        uri: args.url,
-        headers: args.headers,
-        cacert: args.cacert,
     };
     let options = Options {
         policy,
@@ -171,10 +168,28 @@ pub fn run(args: Args) -> ExitCode {
     status
 }
 
-/// Prints a usage error (one line) and returns exit status 2.
+/// Prints a usage error (one line, control characters escaped) and
+/// returns exit status 2.
 pub fn usage_error(message: &str) -> ExitCode {
-    eprintln!("retry-budget: {message}");
+    eprintln!("retry-budget: {}", redact::escape(message));
     Exit::Usage.into()
+}
+
+/// What the flags ask to send; the error never contains a secret.
+fn target(args: &Args) -> Result<Target, String> {
+    let sensitive = Sensitive::with(args.sensitive.iter().map(String::as_str))?;
+    let uri = url::parse(&args.url)?;
+    let headers = args
+        .headers
+        .iter()
+        .map(|text| headers::parse(text, &sensitive))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Target {
+        method: args.method.clone(),
+        uri,
+        headers,
+        cacert: args.cacert.clone(),
+    })
 }
 
 /// The tokio runtime of a command.
@@ -287,7 +302,7 @@ pub async fn fetch_to(
     console.line(&format!(
         "{} {}: budget {}, at most {} attempt{}, {} per attempt, waits of at least {}",
         target.method,
-        target.uri,
+        url::shown(&target.uri),
         retry_budget::Secs(policy.total_budget()),
         policy.max_attempts(),
         if policy.max_attempts() == 1 { "" } else { "s" },
@@ -301,16 +316,19 @@ pub async fn fetch_to(
         ));
     }
 
+    // The default sensitive names, and any other the user marked.
+    let mut sensitive = Sensitive::default().names();
+    for header in target.headers.iter().filter(|h| h.value.is_sensitive()) {
+        if !sensitive.contains(&header.name) {
+            sensitive.push(header.name.clone());
+        }
+    }
     let countdown = console.spawn_countdown();
     let (origin, result) = if options.trusted_clock {
-        send(request, tls, RetryBudgetLayer::new(policy)).await
+        send(request, tls, sensitive, RetryBudgetLayer::new(policy)).await
     } else {
-        send(
-            request,
-            tls,
-            RetryBudgetLayer::new(policy).calendar(UntrustedCalendar),
-        )
-        .await
+        let budget = RetryBudgetLayer::new(policy).calendar(UntrustedCalendar);
+        send(request, tls, sensitive, budget).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();
@@ -392,6 +410,7 @@ type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 async fn send<C>(
     request: Request<Full<Bytes>>,
     tls: Arc<rustls::ClientConfig>,
+    sensitive: Vec<HeaderName>,
     budget: RetryBudgetLayer<C>,
 ) -> (
     tokio::time::Instant,
@@ -407,11 +426,7 @@ where
         .build();
     let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
     let service = ServiceBuilder::new()
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            AUTHORIZATION,
-            COOKIE,
-            PROXY_AUTHORIZATION,
-        ]))
+        .layer(SetSensitiveRequestHeadersLayer::new(sensitive))
         .layer(classify::trace_layer())
         .layer(DecompressionLayer::new())
         .layer(budget)
@@ -424,17 +439,30 @@ where
     )
 }
 
-/// The request of a target, with an empty body.
+/// The request of a target, with an empty body: the URL checked and
+/// without its userinfo, which goes in `Authorization` (unless `-H` gave
+/// one, as with curl); framing headers checked.
 fn build_request(target: &Target) -> Result<Request<Full<Bytes>>, String> {
+    url::check(&target.uri)?;
+    let (uri, userinfo) = url::split(&target.uri)?;
+    let body = Bytes::new();
+    headers::check_framing(&target.headers, &uri, body.len() as u64)?;
     let mut request = Request::builder()
         .method(target.method.clone())
-        .uri(target.uri.clone())
-        .body(Full::new(Bytes::new()))
+        .uri(uri)
+        .body(Full::new(body))
         .map_err(|e| format!("cannot build the request: {e}"))?;
     for header in &target.headers {
         request
             .headers_mut()
             .append(header.name.clone(), header.value.clone());
+    }
+    if let Some(userinfo) = userinfo {
+        if !request.headers().contains_key(AUTHORIZATION) {
+            request
+                .headers_mut()
+                .insert(AUTHORIZATION, userinfo.authorization());
+        }
     }
     Ok(request)
 }
@@ -481,39 +509,9 @@ fn no_report_json(interrupted: bool) -> serde_json::Value {
     })
 }
 
-fn parse_url(text: &str) -> Result<Uri, String> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| format!("not a URL ({e}); give one such as http://127.0.0.1:8080/path"))?;
-    match uri.scheme_str() {
-        Some("http" | "https") => {}
-        Some(other) => {
-            return Err(format!(
-                "the scheme {other}: is not supported: http:// or https:// only"
-            ))
-        }
-        None => return Err("no scheme: give a full URL such as http://127.0.0.1:8080/path".into()),
-    }
-    match uri.host() {
-        Some(host) if !host.is_empty() => Ok(uri),
-        _ => Err("the URL has no host".into()),
-    }
-}
-
 fn parse_method(text: &str) -> Result<Method, String> {
     Method::from_bytes(text.to_ascii_uppercase().as_bytes())
         .map_err(|_| "not an HTTP method token".to_owned())
-}
-
-fn parse_header(text: &str) -> Result<Header, String> {
-    let (name, value) = text
-        .split_once(':')
-        .ok_or_else(|| "expected 'Name: value'".to_owned())?;
-    let name = HeaderName::from_bytes(name.trim().as_bytes())
-        .map_err(|_| format!("{:?} is not a valid header name", name.trim()))?;
-    let value = HeaderValue::from_str(value.trim())
-        .map_err(|_| format!("the value of {name} is not a valid header value"))?;
-    Ok(Header { name, value })
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -572,23 +570,31 @@ mod tests {
         assert_eq!(policy.attempt_cap(), Duration::from_millis(500));
         assert_eq!(policy.min_wait(), Duration::from_secs(2));
         assert_eq!(args.method, Method::POST);
-        assert_eq!(args.headers.len(), 2);
-        assert_eq!(args.headers[0].name, AUTHORIZATION);
-        assert_eq!(args.headers[0].value, "Bearer t");
-        assert_eq!(args.headers[1].value, "b");
+        let target = target(&args).unwrap();
+        assert_eq!(target.headers.len(), 2);
+        assert_eq!(target.headers[0].name, AUTHORIZATION);
+        assert_eq!(target.headers[0].value, "Bearer t");
+        assert!(target.headers[0].value.is_sensitive());
+        assert_eq!(target.headers[1].value, "b");
+        assert!(!target.headers[1].value.is_sensitive());
     }
 
     #[test]
     fn bad_values() {
         assert!(parse_duration("20x").is_err());
         assert!(parse_duration("-1s").is_err());
-        assert!(parse_url("not a url").is_err());
-        assert!(parse_url("https://example.com/").is_ok());
-        assert!(parse_url("ftp://example.com/").is_err());
-        assert!(parse_url("/just/a/path").is_err());
-        assert!(parse_header("NoColon").is_err());
-        assert!(parse_header("Bad Name: v").is_err());
-        assert!(parse_header("X: a\u{7f}b").is_err());
+        let bad = |list: &[&str]| target(&args(list).unwrap()).unwrap_err();
+        assert!(bad(&["not a url"]).starts_with("not a URL"));
+        assert!(bad(&["http://h:99999/"]).contains("1 to 65535"));
+        assert!(bad(&["http://h/", "-H", "NoColon"]).contains("Name: value"));
+        assert!(bad(&["http://h/", "-H", "Bad Name: v"]).contains("header name"));
+        assert!(bad(&["http://h/", "-H", "X: a\u{7f}b"]).contains("position 2"));
+        assert!(bad(&["http://h/", "--sensitive", "a b"]).starts_with("--sensitive"));
+        let many = args(&["http://a/", "--max-attempts", "101"]).unwrap();
+        assert_eq!(
+            policy(&many).unwrap_err(),
+            "--max-attempts: max attempts must be at most 100 (got 101)"
+        );
         let zero = args(&["http://a/", "--max-attempts", "0"]).unwrap();
         assert!(policy(&zero).unwrap_err().starts_with("--max-attempts: "));
         let big = args(&["http://a/", "--budget", "1s"]).unwrap();

@@ -17,12 +17,14 @@ mod body;
 mod demo;
 mod exit;
 mod get;
+mod headers;
 mod interrupt;
 mod progress;
 mod redact;
 mod replay;
 mod table;
 mod tls;
+mod url;
 
 /// Retry 429 Too Many Requests inside a hard time and attempt budget.
 #[derive(Debug, Parser)]
@@ -52,7 +54,13 @@ fn main() -> ExitCode {
             ErrorKind::DisplayHelp
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
-            _ => return get::usage_error(&one_line(&err)),
+            _ => {
+                // clap may quote any argument: hide the secrets among them.
+                let args: Vec<String> = std::env::args_os()
+                    .map(|arg| arg.to_string_lossy().into_owned())
+                    .collect();
+                return get::usage_error(&redact::scrub(&one_line(&err), &args));
+            }
         },
     };
     match cli.command {

@@ -53,6 +53,7 @@ impl Reply {
 #[derive(Debug, Clone)]
 struct Seen {
     method: String,
+    uri: String,
     headers: http::HeaderMap,
 }
 
@@ -86,6 +87,7 @@ impl Server {
                             let n = count.fetch_add(1, Ordering::SeqCst);
                             seen.lock().unwrap().push(Seen {
                                 method: request.method().to_string(),
+                                uri: request.uri().to_string(),
                                 headers: request.headers().clone(),
                             });
                             let reply = reply(n);
@@ -430,6 +432,16 @@ fn bad_flags_are_one_line_exit_2_and_send_nothing() {
         (&["/no/scheme"], "scheme"),
         (&[&url, "--no-such-flag"], "--no-such-flag"),
         (&[], "URL"),
+        (&["http://127.0.0.1:99999/"], "1 to 65535"),
+        (&["http://127.0.0.1:0/"], "1 to 65535"),
+        (&["http://127.0.0.1:8o8o/"], "1 to 65535"),
+        (&[&url, "-H", "Content-Length: 5"], "Content-Length"),
+        (
+            &[&url, "-H", "Transfer-Encoding: chunked"],
+            "Transfer-Encoding",
+        ),
+        (&[&url, "-H", "Host: elsewhere.example"], "Host"),
+        (&[&url, "--sensitive", "not a name"], "--sensitive"),
     ];
     for (args, needle) in cases {
         let output = get(args);
@@ -490,4 +502,120 @@ fn ctrl_c_during_a_wait_cancels_at_once() {
     // The process is gone well before the planned next start (at 3 s):
     // the server saw the first request only.
     assert_eq!(server.count(), 1);
+}
+
+#[test]
+fn framing_headers_that_agree_are_sent() {
+    let server = Server::start(|_| Reply::status(200));
+    let host = server.addr.to_string();
+    let output = get(&[
+        &server.url(),
+        "-H",
+        &format!("Host: {host}"),
+        "-H",
+        "Content-Length: 0",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(server.count(), 1);
+    assert_eq!(server.seen()[0].headers["host"], host.as_str());
+}
+
+/// Every byte the command wrote, stdout and stderr.
+fn everything(output: &Output) -> String {
+    format!("{}{}", stdout(output), stderr(output))
+}
+
+#[test]
+fn userinfo_is_sent_as_basic_and_never_shown() {
+    let server = Server::start(|_| Reply::status(200));
+    let url = format!("http://user:SECRET@{}/resource", server.addr);
+    for mode in [&[][..], &["-v"][..], &["--json"][..], &["-v", "--json"][..]] {
+        let mut args = vec![url.as_str()];
+        args.extend_from_slice(mode);
+        let output = get(&args);
+        let all = everything(&output);
+        assert_eq!(output.status.code(), Some(0), "{mode:?}: {all}");
+        assert!(!all.contains("SECRET"), "{mode:?}: {all}");
+        assert!(
+            stderr(&output).starts_with(&format!("GET http://user:***@{}/resource:", server.addr)),
+            "{mode:?}: {all}"
+        );
+    }
+    let seen = server.seen();
+    assert_eq!(seen.len(), 4);
+    for request in seen {
+        // base64("user:SECRET"), and no userinfo on the request line.
+        assert_eq!(request.headers["authorization"], "Basic dXNlcjpTRUNSRVQ=");
+        assert_eq!(request.uri, "/resource");
+    }
+    // A -H Authorization wins over the URL's, as with curl.
+    let output = get(&[&url, "-H", "Authorization: Bearer OTHER"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(server.seen()[4].headers["authorization"], "Bearer OTHER");
+    assert!(!everything(&output).contains("OTHER"));
+}
+
+#[test]
+fn userinfo_is_hidden_when_the_connection_is_refused() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for mode in [&[][..], &["-v"][..], &["--json"][..]] {
+        let url = format!("http://user:SECRET@127.0.0.1:{port}/");
+        let mut args = vec![url.as_str()];
+        args.extend_from_slice(mode);
+        let output = get(&args);
+        let all = everything(&output);
+        assert_eq!(output.status.code(), Some(1), "{all}");
+        assert!(all.contains("user:***@127.0.0.1"), "{all}");
+        assert!(!all.contains("SECRET"), "{mode:?}: {all}");
+    }
+}
+
+#[test]
+fn usage_errors_never_echo_a_secret_nor_a_control_character() {
+    let server = Server::start(|_| Reply::status(200));
+    let url = server.url();
+    let secret_url = format!("http://user:SECRET@{}/", server.addr);
+    let cases: &[&[&str]] = &[
+        &[&url, "-H", "Authorization: Bearer SECRET\u{1}\u{1b}[2J"],
+        &[&url, "-H", "Authorization Bearer SECRET"],
+        &[&url, "-H", "Cookie: id=SECRET\u{7f}"],
+        &[
+            &url,
+            "--sensitive",
+            "X-Api-Key",
+            "-H",
+            "X-Api-Key: SECRET\nmore",
+        ],
+        &[
+            &url,
+            "--sensitive=x-api-key",
+            "--header=X-Api-Key: SECRET\rmore",
+        ],
+        // clap's own errors quote arguments: they are scrubbed too.
+        &[&url, "Authorization: Bearer SECRET"],
+        &[&url, "--header"],
+        &[&url, "-H", "Authorization: SECRET", "--budget", "SECRET"],
+        &[&url, "-HProxy-Authorization: SECRET", "extra"],
+        &["http://user:SECRET@127.0.0.1:99999/"],
+        &[&secret_url, "--no-such-flag"],
+        &[&secret_url, "unexpected"],
+        &["http://SECRET@127.0.0.1:0/"],
+        &[&url, "-H", "Host: SECRET", "--sensitive", "host"],
+    ];
+    for args in cases {
+        let output = get(args);
+        let err = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(!err.contains("SECRET"), "{args:?}: {err}");
+        assert!(
+            !err.trim_end().chars().any(char::is_control),
+            "{args:?}: {err:?}"
+        );
+    }
+    assert_eq!(server.count(), 0, "a usage error sent a request");
 }
