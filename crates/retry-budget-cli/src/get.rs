@@ -4,7 +4,7 @@
 //! The client stack, outermost first, is the one a user would build:
 //!
 //! ```text
-//! SetSensitiveRequestHeadersLayer (Authorization, Cookie, Proxy-Authorization)
+//! SetSensitiveRequestHeadersLayer (Authorization, Cookie, Proxy-Authorization, --sensitive)
 //!   → classify::trace_layer()     (tower-http's TraceLayer, shown with --verbose)
 //!   → DecompressionLayer          (gzip)
 //!   → RetryBudgetLayer            (the budget)
@@ -14,12 +14,19 @@
 //! Nothing here applies a budget rule: the steps come from the layer's
 //! `tracing` events ([`crate::progress`]), the ending from the
 //! [`Report`] it returns (in the final response's extensions, or in its
-//! error). Ctrl-C fires a [`CancellationToken`] put in the request's
-//! extensions: the layer sends nothing more and returns at once with the
-//! report.
+//! error). Ctrl-C, SIGTERM and SIGHUP ([`crate::interrupt`]) fire a
+//! [`CancellationToken`] put in the request's extensions: the layer sends
+//! nothing more and returns at once with the report.
 //!
-//! Exit status: 0 for `success`, 1 for every other outcome, 2 for a usage
-//! error (nothing is sent), 130 for Ctrl-C.
+//! The action includes the final response's body: it is read under the
+//! deadline of the attempt that produced it ([`crate::body`]). What the
+//! user typed is checked before anything is sent ([`crate::url`],
+//! [`crate::headers`]) and no secret of it is ever shown
+//! ([`crate::redact`]).
+//!
+//! Exit status: see [`crate::exit`] (0 `success`, 1 any other outcome, 2
+//! usage error with nothing sent, 18/23/28 for the body, 129/130/143 for
+//! SIGHUP/SIGINT/SIGTERM).
 
 use std::error::Error as StdError;
 use std::io::{self, Write};
