@@ -340,3 +340,38 @@ fn sigterm_and_sighup_are_the_user_leaving() {
         assert!(err.contains(&format!("Left on SIG{signal}.")), "{err}");
     }
 }
+
+#[test]
+fn sigterm_while_the_body_is_read_stops_it_and_reports() {
+    let server = Raw::start(|_, stream| {
+        endless_chunked(
+            stream,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+        )
+    });
+    let mut child = command(&[&server.url(), "--budget", "60s", "--attempt-timeout", "30s"])
+        .spawn()
+        .expect("the binary runs");
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 10];
+    out.read_exact(&mut first).expect("the body has started");
+    // Keep draining stdout so that only the signal can end the run.
+    let drain = thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let mut err = child.stderr.take().unwrap();
+    let status = wait_bounded(&mut child);
+    let _ = drain.join();
+    let mut text = String::new();
+    err.read_to_string(&mut text).unwrap();
+    assert_eq!(status.code(), Some(143), "{text}");
+    assert!(text.contains("Finished: the service answered."), "{text}");
+    assert!(
+        text.contains("Interrupted while the response body was being read."),
+        "{text}"
+    );
+    assert!(text.contains("Left on SIGTERM."), "{text}");
+}
