@@ -33,6 +33,7 @@ use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference};
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
+use crate::observer::Watch;
 use crate::replay::BodyReplay;
 use crate::report_slot::ReportSlot;
 use crate::request;
@@ -73,6 +74,8 @@ pub(crate) struct Budgeted<S, B, C, G, R> {
     pub(crate) signal: G,
     /// The caller's slot for the report, if it put one in the request.
     pub(crate) slot: Option<ReportSlot>,
+    /// The layer's observer and this action's id, if any.
+    pub(crate) watch: Option<Watch>,
 }
 
 impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
@@ -83,7 +86,7 @@ impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
     /// Feeds one input to the action and traces the events it added.
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.elapsed();
-        crate::trace::step(&mut self.action, now, input)
+        crate::trace::step(&mut self.action, now, self.watch.as_ref(), input)
     }
 
     /// The report of the stopped action, moving its trail out (a copy goes
@@ -91,8 +94,8 @@ impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
     fn report(&mut self) -> Option<Report> {
         let fresh = Action::with_seed(*self.action.policy(), 0);
         let report = std::mem::replace(&mut self.action, fresh).into_report();
-        if let (Some(slot), Some(report)) = (&self.slot, &report) {
-            slot.fill(report.clone());
+        if let Some(report) = &report {
+            finished(report, self.slot.as_ref(), self.watch.as_ref());
         }
         report
     }
@@ -164,7 +167,7 @@ pin_project! {
             let this = this.project();
             if *this.state != State::Done {
                 this.ctx.step(|action, now| action.caller_left(now));
-                if this.ctx.slot.is_some() {
+                if this.ctx.slot.is_some() || this.ctx.watch.is_some() {
                     this.ctx.report();
                 }
             }
@@ -476,4 +479,15 @@ fn with_report<ResB>(mut response: Response<ResB>, report: Option<Report>) -> Re
         response.extensions_mut().insert(report);
     }
     response
+}
+
+/// Hands a finished action's report to whoever asked for it: the caller's
+/// slot and the observer.
+pub(crate) fn finished(report: &Report, slot: Option<&ReportSlot>, watch: Option<&Watch>) {
+    if let Some(slot) = slot {
+        slot.fill(report.clone());
+    }
+    if let Some(watch) = watch {
+        watch.report(report);
+    }
 }

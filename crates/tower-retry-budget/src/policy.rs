@@ -75,7 +75,7 @@ impl Run {
 
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.elapsed();
-        crate::trace::step(&mut self.action, now, input)
+        crate::trace::step(&mut self.action, now, None, input)
     }
 }
 
