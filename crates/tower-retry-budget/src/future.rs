@@ -17,6 +17,8 @@
 //! refusal ends the action as `retry_throttled`), and a first attempt delayed
 //! by a hold-off starts in the `Waiting` state.
 
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -31,6 +33,7 @@ use tower::Service;
 
 use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference};
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
 use crate::observer::Watch;
@@ -56,7 +59,7 @@ enum State {
 /// Everything a budgeted request carries besides its pinned parts.
 pub(crate) struct Budgeted<S, B, C, G, R> {
     pub(crate) action: Action,
-    pub(crate) origin: Instant,
+    pub(crate) clock: Clock,
     pub(crate) service: S,
     /// The request to copy for the next retry; `None` once no retry can
     /// follow.
@@ -79,13 +82,9 @@ pub(crate) struct Budgeted<S, B, C, G, R> {
 }
 
 impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
-    fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
-    }
-
     /// Feeds one input to the action and traces the events it added.
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
-        let now = self.elapsed();
+        let now = self.clock.elapsed();
         crate::trace::step(&mut self.action, now, self.watch.as_ref(), input)
     }
 
@@ -151,8 +150,8 @@ pin_project! {
         timer: Option<Sleep>,
         #[pin]
         cancelled: Option<WaitForCancellationFutureOwned>,
-        // The deadline of the attempt in flight.
-        deadline: Instant,
+        // The deadline of the attempt in flight (`None`: never).
+        deadline: Option<Instant>,
         state: State,
         ctx: Budgeted<S, B, C, G, S::Response>,
     }
@@ -175,11 +174,13 @@ pin_project! {
     }
 }
 
-/// Points the timer at `at`, creating it on first use.
-fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
-    match timer.as_mut().as_pin_mut() {
-        Some(sleep) => sleep.reset(at),
-        None => timer.set(Some(tokio::time::sleep_until(at))),
+/// Points the timer at `at`, creating it on first use; "never" (`None`)
+/// disarms it.
+fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Option<Instant>) {
+    match (timer.as_mut().as_pin_mut(), at) {
+        (Some(sleep), Some(at)) => sleep.reset(at),
+        (None, Some(at)) => timer.set(Some(tokio::time::sleep_until(at))),
+        (_, None) => timer.set(None),
     }
 }
 
@@ -212,7 +213,7 @@ where
                     future: Some(future),
                     timer: None,
                     cancelled,
-                    deadline: ctx.origin + deadline,
+                    deadline: ctx.clock.at(deadline),
                     state: State::InFlight,
                     ctx,
                 }),
@@ -230,9 +231,9 @@ where
             kind: Kind::Budgeted {
                 attempts: Box::pin(Attempts {
                     future: None,
-                    timer: Some(tokio::time::sleep_until(ctx.origin + until)),
+                    timer: ctx.clock.at(until).map(tokio::time::sleep_until),
                     cancelled,
-                    deadline: ctx.origin,
+                    deadline: None,
                     state: State::Waiting,
                     ctx,
                 }),
@@ -334,7 +335,7 @@ where
                             if let (Some((map, key)), Some(until)) =
                                 (&ctx.hold_off, ctx.action.server_asked_until())
                             {
-                                map.hold(key, ctx.origin + until);
+                                map.hold(key, ctx.clock.at_or_far(until));
                             }
                             if let (Decision::WaitUntil(_), Some(budget)) = (decision, &ctx.budget)
                             {
@@ -343,7 +344,7 @@ where
                                 }
                             }
                             if let Decision::WaitUntil(until) = decision {
-                                arm(timer.as_mut(), ctx.origin + until);
+                                arm(timer.as_mut(), ctx.clock.at(until));
                                 ctx.last_response = Some(response);
                                 *state = State::Waiting;
                                 continue;
@@ -386,10 +387,10 @@ where
                         Decision::StartNow => {
                             // Wait for readiness no longer than the latest start.
                             let latest = ctx.action.latest_start();
-                            arm(timer.as_mut(), ctx.origin + latest);
+                            arm(timer.as_mut(), ctx.clock.at(latest));
                             *state = State::Readying;
                         }
-                        Decision::WaitUntil(until) => arm(timer.as_mut(), ctx.origin + until),
+                        Decision::WaitUntil(until) => arm(timer.as_mut(), ctx.clock.at(until)),
                         Decision::AwaitResponse { .. } | Decision::Stop(_) => {
                             *state = State::Done;
                             return Poll::Ready(finish_without_attempt(ctx));
@@ -421,7 +422,7 @@ where
                                 }
                                 ctx.last_response = None;
                                 future.set(Some(ctx.service.call(request)));
-                                *deadline = ctx.origin + deadline_at;
+                                *deadline = ctx.clock.at(deadline_at);
                                 arm(timer.as_mut(), *deadline);
                                 *state = State::InFlight;
                             }
@@ -450,7 +451,7 @@ where
                             }
                             _ => {
                                 let latest = ctx.action.latest_start();
-                                arm(timer.as_mut(), ctx.origin + latest);
+                                arm(timer.as_mut(), ctx.clock.at(latest));
                             }
                         }
                     }

@@ -35,6 +35,7 @@
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
 //! | `future.rs` | [`ResponseFuture`]: the timer and the attempt loop |
 //! | `request.rs` | safe methods, [`Idempotent`], request copies |
+//! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
 //! | `classify.rs` | the tower-http classifier |
@@ -169,6 +170,7 @@ pub mod budget;
 mod builder;
 mod calendar;
 pub mod classify;
+mod clock;
 mod error;
 mod future;
 pub mod gate;

@@ -1,16 +1,18 @@
 //! The [`RetryBudget`] service: decides, per request, whether it is budgeted
 //! at all, and builds the response future.
 
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
 use retry_budget::{Action, Decision, Policy};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
 use crate::future::{finished, Budgeted, ResponseFuture};
 use crate::hold_off::authority_of;
@@ -109,7 +111,7 @@ impl<S: Clone, C: Clone, G: Clone> RetryBudget<S, C, G> {
     fn budgeted<B, R>(
         &self,
         action: Action,
-        origin: Instant,
+        clock: Clock,
         service: S,
         template: Option<Request<B>>,
         hold_off: Option<(crate::HoldOff, String)>,
@@ -118,7 +120,7 @@ impl<S: Clone, C: Clone, G: Clone> RetryBudget<S, C, G> {
     ) -> Budgeted<S, B, C, G, R> {
         Budgeted {
             action,
-            origin,
+            clock,
             service,
             template,
             calendar: self.calendar.clone(),
@@ -170,7 +172,7 @@ where
             Some(seeds) => Action::with_seed(self.policy, seeds.next()),
             None => Action::new(self.policy),
         };
-        let origin = Instant::now();
+        let clock = Clock::start();
         let hold_off = self
             .client
             .hold_off
@@ -180,7 +182,7 @@ where
         if let Some(until) = held_until {
             // The service asked the client to wait: the core decides whether
             // the first attempt waits or is never sent.
-            let wait = until.saturating_duration_since(origin);
+            let wait = clock.since(until);
             let decision =
                 crate::trace::step(&mut action, Duration::ZERO, watch.as_ref(), |a, now| {
                     a.hold_off(now, wait)
@@ -193,7 +195,7 @@ where
                     let fresh = self.inner.clone();
                     drop(std::mem::replace(&mut self.inner, fresh.clone()));
                     let ctx =
-                        self.budgeted(action, origin, fresh, Some(request), hold_off, slot, watch);
+                        self.budgeted(action, clock, fresh, Some(request), hold_off, slot, watch);
                     return ResponseFuture::deferred(at, cancelled, ctx);
                 }
                 Decision::Stop(_) => {
@@ -226,7 +228,7 @@ where
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
-        let ctx = self.budgeted(action, origin, ready, template, hold_off, slot, watch);
+        let ctx = self.budgeted(action, clock, ready, template, hold_off, slot, watch);
         ResponseFuture::budgeted(future, deadline, cancelled, ctx)
     }
 }
