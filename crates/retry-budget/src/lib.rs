@@ -70,7 +70,7 @@ pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{
     Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
 };
 pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;
