@@ -174,6 +174,7 @@ mod clock;
 mod error;
 mod future;
 pub mod gate;
+pub mod grpc_peek;
 pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
@@ -195,6 +196,7 @@ pub use future::ResponseFuture;
 pub use hold_off::{
     HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
 };
+pub use grpc_peek::{GrpcTrailers, GrpcTrailersLayer, PeekBody};
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::RetryBudgetLayer;
 pub use observer::{ActionId, Observer};
