@@ -193,10 +193,10 @@ pub use builder::ServiceBuilderExt;
 pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
+pub use grpc_peek::{GrpcTrailers, GrpcTrailersLayer, PeekBody};
 pub use hold_off::{
     HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
 };
-pub use grpc_peek::{GrpcTrailers, GrpcTrailersLayer, PeekBody};
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::RetryBudgetLayer;
 pub use observer::{ActionId, Observer};
