@@ -29,6 +29,7 @@
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
+//! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
 //! | `replay.rs` | the arithmetic model over given data |
 //!
 //! ```
@@ -53,6 +54,7 @@
 #![warn(missing_docs)]
 
 mod action;
+mod after_data;
 mod category;
 mod outcome;
 mod policy;
