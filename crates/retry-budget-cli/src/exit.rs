@@ -11,7 +11,7 @@
 //! | 1 | any other outcome (`budget_exhausted`, `not_retryable`, ...) |
 //! | 2 | usage error: one line on stderr, nothing sent |
 //! | 18 | the body was cut short by the server or the connection |
-//! | 23 | the output (stdout or `--output`) could not be written: reading stopped at once |
+//! | 23 | the output (stdout or `--output`) could not be written: reading stopped at once; or stdout refused the `--json` report |
 //! | 28 | the body was not read to the end within the budget |
 //! | 129 / 130 / 143 | SIGHUP / SIGINT (Ctrl-C) / SIGTERM: the user left; the report is printed first |
 //!

@@ -386,6 +386,7 @@ pub async fn fetch_to(
     if let Some(leave) = left {
         console.line(&format!("Left on {}.", leave.name()));
     }
+    let mut json_failed = false;
     if options.json {
         let mut line = report
             .as_ref()
@@ -394,11 +395,17 @@ pub async fn fetch_to(
             map.insert("body".into(), body.end.as_str().into());
             map.insert("body_bytes".into(), body.bytes.into());
         }
-        print_stdout(format!("{line}\n").as_bytes());
+        if let Err(e) = print_stdout(format!("{line}\n").as_bytes()) {
+            console.line(&format!(
+                "The JSON report could not be written to stdout ({e})."
+            ));
+            json_failed = true;
+        }
     }
     let success = report.is_some_and(|r| r.outcome == Outcome::Success);
     let exit = match (left, body.end.exit()) {
         (Some(leave), _) => leave.exit(),
+        (None, _) if json_failed => Exit::WriteFailed,
         (None, Some(exit)) => exit,
         (None, None) if success && body.end != BodyEnd::Cancelled => Exit::Success,
         (None, None) => Exit::Failure,
@@ -474,11 +481,10 @@ fn build_request(target: &Target) -> Result<Request<Full<Bytes>>, String> {
     Ok(request)
 }
 
-/// Writes the JSON report to stdout; a closed pipe (`| head`) is the
-/// reader's choice, and the report is on stderr too.
-fn print_stdout(bytes: &[u8]) {
+/// Writes the JSON report to stdout.
+fn print_stdout(bytes: &[u8]) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
-    let _ = stdout.write_all(bytes).and_then(|()| stdout.flush());
+    stdout.write_all(bytes).and_then(|()| stdout.flush())
 }
 
 /// An error and its sources, on one line.

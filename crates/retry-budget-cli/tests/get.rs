@@ -442,6 +442,7 @@ fn bad_flags_are_one_line_exit_2_and_send_nothing() {
         ),
         (&[&url, "-H", "Host: elsewhere.example"], "Host"),
         (&[&url, "--sensitive", "not a name"], "--sensitive"),
+        (&[&url, "--output", "/nonexistent-dir/body"], "--output"),
     ];
     for (args, needle) in cases {
         let output = get(args);
@@ -618,4 +619,24 @@ fn usage_errors_never_echo_a_secret_nor_a_control_character() {
         );
     }
     assert_eq!(server.count(), 0, "a usage error sent a request");
+}
+
+#[test]
+fn a_closed_stdout_fails_the_json_report_too() {
+    let server = Server::start(|_| Reply::status(200));
+    let mut child = command(&[&server.url(), "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // The reader leaves before the report is written: `| head -c 0`.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("the binary ends");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(23), "{err}");
+    assert!(
+        err.contains("The JSON report could not be written to stdout"),
+        "{err}"
+    );
+    assert!(err.contains("Finished: the service answered."), "{err}");
 }
