@@ -21,6 +21,9 @@
 
 use std::process::ExitCode;
 
+use crate::body::BodyEnd;
+use crate::interrupt::Leave;
+
 /// One exit status (see the module docs for the table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -61,8 +64,120 @@ impl Exit {
     }
 }
 
+/// What decides the exit status of an action that was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ending {
+    /// The signal the user left with, if any.
+    pub left: Option<Leave>,
+    /// Whether stdout refused the `--json` report.
+    pub report_unwritten: bool,
+    /// How the final body's reading ended.
+    pub body: BodyEnd,
+    /// Whether the action's outcome is `success`.
+    pub success: bool,
+}
+
+impl Exit {
+    /// The status of an ending, the first that applies of: the user
+    /// leaving, the output failing, the body's deadline, the body cut
+    /// short, the outcome. A body abandoned without a signal (a scripted
+    /// leave) is not a success.
+    pub fn of(ending: Ending) -> Self {
+        if let Some(leave) = ending.left {
+            return leave.exit();
+        }
+        if ending.report_unwritten {
+            return Self::WriteFailed;
+        }
+        match ending.body.exit() {
+            Some(exit) => exit,
+            None if ending.success && ending.body != BodyEnd::Cancelled => Self::Success,
+            None => Self::Failure,
+        }
+    }
+}
+
 impl From<Exit> for ExitCode {
     fn from(exit: Exit) -> Self {
         Self::from(exit.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_that_applies_wins() {
+        let ok = Ending {
+            left: None,
+            report_unwritten: false,
+            body: BodyEnd::Complete,
+            success: true,
+        };
+        assert_eq!(Exit::of(ok), Exit::Success);
+        assert_eq!(
+            Exit::of(Ending {
+                body: BodyEnd::NotRead,
+                ..ok
+            }),
+            Exit::Success
+        );
+        assert_eq!(
+            Exit::of(Ending {
+                success: false,
+                ..ok
+            }),
+            Exit::Failure
+        );
+        assert_eq!(
+            Exit::of(Ending {
+                body: BodyEnd::Cancelled,
+                ..ok
+            }),
+            Exit::Failure
+        );
+        let cut = Ending {
+            body: BodyEnd::Truncated,
+            success: false,
+            ..ok
+        };
+        assert_eq!(Exit::of(cut).code(), 18);
+        assert_eq!(
+            Exit::of(Ending {
+                body: BodyEnd::TimedOut,
+                ..cut
+            })
+            .code(),
+            28
+        );
+        assert_eq!(
+            Exit::of(Ending {
+                body: BodyEnd::WriteFailed,
+                ..cut
+            })
+            .code(),
+            23
+        );
+        assert_eq!(
+            Exit::of(Ending {
+                report_unwritten: true,
+                ..cut
+            })
+            .code(),
+            23
+        );
+        for (leave, code) in [
+            (Leave::Interrupt, 130),
+            (Leave::Terminate, 143),
+            (Leave::Hangup, 129),
+        ] {
+            let left = Ending {
+                left: Some(leave),
+                report_unwritten: true,
+                ..cut
+            };
+            assert_eq!(Exit::of(left).code(), code);
+        }
     }
 }

@@ -54,8 +54,8 @@ use tower_retry_budget::{
 };
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::body::{self, BodyEnd, BodyRead};
-use crate::exit::Exit;
+use crate::body::{self, BodyRead};
+use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, ProgressLayer, INDENT};
@@ -386,7 +386,7 @@ pub async fn fetch_to(
     if let Some(leave) = left {
         console.line(&format!("Left on {}.", leave.name()));
     }
-    let mut json_failed = false;
+    let mut report_unwritten = false;
     if options.json {
         let mut line = report
             .as_ref()
@@ -399,18 +399,16 @@ pub async fn fetch_to(
             console.line(&format!(
                 "The JSON report could not be written to stdout ({e})."
             ));
-            json_failed = true;
+            report_unwritten = true;
         }
     }
-    let success = report.is_some_and(|r| r.outcome == Outcome::Success);
-    let exit = match (left, body.end.exit()) {
-        (Some(leave), _) => leave.exit(),
-        (None, _) if json_failed => Exit::WriteFailed,
-        (None, Some(exit)) => exit,
-        (None, None) if success && body.end != BodyEnd::Cancelled => Exit::Success,
-        (None, None) => Exit::Failure,
-    };
-    exit.into()
+    Exit::of(Ending {
+        left,
+        report_unwritten,
+        body: body.end,
+        success: report.is_some_and(|r| r.outcome == Outcome::Success),
+    })
+    .into()
 }
 
 /// The response body type after the stack, boxed.
