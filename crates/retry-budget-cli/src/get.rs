@@ -41,7 +41,7 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, Calendar, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
+    classify, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -316,14 +316,11 @@ pub async fn fetch(
 type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 
 /// Sends one request through the client stack (see the module docs).
-async fn send<C>(
+async fn send(
     request: Request<Full<Bytes>>,
     tls: Arc<rustls::ClientConfig>,
-    budget: RetryBudgetLayer<C>,
-) -> Result<Response<Body>, Error<hyper_util::client::legacy::Error>>
-where
-    C: Calendar + Clone,
-{
+    budget: RetryBudgetLayer,
+) -> Result<Response<Body>, Error<hyper_util::client::legacy::Error>> {
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(Arc::unwrap_or_clone(tls))
         .https_or_http()
