@@ -81,6 +81,20 @@ impl Extras {
     }
 }
 
+impl Extras {
+    /// The extras of an action with no request (the caller's `poll_ready`
+    /// failed): only the observer's watch.
+    pub(crate) fn without_request(config: &Config) -> Option<Box<Self>> {
+        let watch = config.observer.as_ref()?.watch(None);
+        Some(Box::new(Self {
+            cancel: None,
+            hold_off: None,
+            slot: None,
+            watch: Some(watch),
+        }))
+    }
+}
+
 /// One action's runtime state besides its pinned parts.
 pub(crate) struct Ctx<S, B> {
     pub(crate) action: Action,

@@ -88,7 +88,8 @@ where
         self.inner.poll_ready(cx).map_err(|error| {
             // The transport failed before any request: an action that never
             // started, told to the core like any other ending.
-            let mut ctx = Ctx::<S, B>::new(self.config.clone(), self.inner.clone(), None);
+            let extras = Extras::without_request(&self.config);
+            let mut ctx = Ctx::<S, B>::new(self.config.clone(), self.inner.clone(), extras);
             ctx.step(|action, now| action.readiness_failed(now));
             ctx.finish_error(ErrorKind::Inner(error))
         })
