@@ -45,7 +45,7 @@ use tower_retry_budget::{
 };
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::progress::{Console, ProgressLayer, INDENT};
+use crate::progress::{Console, Progress, ProgressLayer, INDENT};
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -247,16 +247,18 @@ pub async fn fetch(
         ));
     }
 
+    let progress = Progress::new(console.clone(), &policy);
     let countdown = console.spawn_countdown();
     let result = if options.trusted_clock {
-        send(request, tls, RetryBudgetLayer::new(policy)).await
-    } else {
         send(
             request,
             tls,
-            RetryBudgetLayer::new(policy).calendar(UntrustedCalendar),
+            RetryBudgetLayer::new(policy).observer(progress),
         )
         .await
+    } else {
+        let budget = RetryBudgetLayer::new(policy).calendar(UntrustedCalendar);
+        send(request, tls, budget.observer(progress)).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();
