@@ -178,7 +178,6 @@ fn print_ratios() {
                     http_body_util::Full<bytes::Bytes>,
                 >,
                 http_body_util::Full<bytes::Bytes>,
-                tower_retry_budget::SystemCalendar,
             >,
         >()
     );

@@ -50,7 +50,7 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, Calendar, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
+    classify, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -58,7 +58,7 @@ use crate::body::{self, BodyRead};
 use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
-use crate::progress::{Console, ProgressLayer, INDENT};
+use crate::progress::{Console, Progress, ProgressLayer, INDENT};
 use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
@@ -330,11 +330,15 @@ pub async fn fetch_to(
             sensitive.push(header.name.clone());
         }
     }
+    let progress = Progress::new(console.clone(), &policy);
     let countdown = console.spawn_countdown();
     let (origin, result) = if options.trusted_clock {
-        send(request, tls, sensitive, RetryBudgetLayer::new(policy)).await
+        let budget = RetryBudgetLayer::new(policy).observer(progress);
+        send(request, tls, sensitive, budget).await
     } else {
-        let budget = RetryBudgetLayer::new(policy).calendar(UntrustedCalendar);
+        let budget = RetryBudgetLayer::new(policy)
+            .calendar(UntrustedCalendar)
+            .observer(progress);
         send(request, tls, sensitive, budget).await
     };
     if let Some(countdown) = countdown {
@@ -419,18 +423,15 @@ type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 /// Also returns when the request entered the stack: no later than the
 /// layer's own origin (it starts its clock when called), so a deadline
 /// measured from it is never later than the layer's.
-async fn send<C>(
+async fn send(
     request: Request<Full<Bytes>>,
     tls: Arc<rustls::ClientConfig>,
     sensitive: Vec<HeaderName>,
-    budget: RetryBudgetLayer<C>,
+    budget: RetryBudgetLayer,
 ) -> (
     tokio::time::Instant,
     Result<Response<Body>, Error<hyper_util::client::legacy::Error>>,
-)
-where
-    C: Calendar + Clone,
-{
+) {
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(Arc::unwrap_or_clone(tls))
         .https_or_http()

@@ -67,7 +67,7 @@ mod trail;
 
 pub mod replay;
 
-pub use action::{Action, Decision};
+pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{
