@@ -167,6 +167,7 @@
 pub mod budget;
 mod builder;
 mod calendar;
+#[cfg(feature = "tower-http")]
 pub mod classify;
 mod error;
 mod future;
@@ -180,6 +181,7 @@ pub mod report_slot;
 mod request;
 mod service;
 pub mod signal;
+#[cfg(feature = "single-flight")]
 pub mod single_flight;
 mod trace;
 
