@@ -18,6 +18,7 @@ impl std::fmt::Display for Seen<'_> {
             RetryAfterSeen::Seconds { value } => write!(f, "{} s", value.as_secs()),
             RetryAfterSeen::Date { date } => f.write_str(&httpdate::fmt_http_date(*date)),
             RetryAfterSeen::Invalid { raw } => write!(f, "invalid {raw}"),
+            RetryAfterSeen::Unmeasured { raw } => write!(f, "unmeasured date {raw:?}"),
         }
     }
 }
