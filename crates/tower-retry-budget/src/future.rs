@@ -301,7 +301,7 @@ where
                     match attempt.poll(cx) {
                         Poll::Ready(Ok(response)) => {
                             future.set(None);
-                            let (status, retry_after, forbidden, translated) = ctx
+                            let (status, retry_after, forbidden, translated, resets) = ctx
                                 .signal
                                 .read(response.status(), response.headers())
                                 .into_parts();
@@ -325,6 +325,9 @@ where
                                 }
                                 if forbidden {
                                     action.retry_forbidden();
+                                }
+                                if let Some(resets) = resets {
+                                    action.reset_headers(resets);
                                 }
                                 action.response(now, status, &retry_after, calendar)
                             });

@@ -2,7 +2,7 @@
 //! The rule for each is documented in `retry_budget::RetryAfter`: anything
 //! that is not exactly `1*DIGIT` or an HTTP-date is invalid (the local
 //! fallback applies, and the raw value, shortened, is kept in the trail);
-//! several fields make the response ambiguous, hence invalid.
+//! of several fields, the longest valid wait counts.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
