@@ -41,11 +41,13 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, Calendar, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
+    classify, Calendar, Error, ErrorKind, Idempotent, ResetSignal, RetryBudgetLayer,
+    UntrustedCalendar,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::progress::{Console, ProgressLayer, INDENT};
+use crate::signal_args::SignalArgs;
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -86,6 +88,8 @@ pub struct Args {
     /// Also show tower-http's trace events.
     #[arg(short, long)]
     verbose: bool,
+    #[command(flatten)]
+    signals: SignalArgs,
 }
 
 /// One `-H 'Name: value'`.
@@ -109,7 +113,7 @@ pub struct Target {
 }
 
 /// How to send it and what to print.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// The budget.
     pub policy: Policy,
@@ -119,11 +123,13 @@ pub struct Options {
     pub json: bool,
     /// Show tower-http's trace events too.
     pub verbose: bool,
+    /// Reset headers to read (the spread is in the policy).
+    pub signals: SignalArgs,
 }
 
 /// Runs the command and returns the process's exit status.
 pub fn run(args: Args) -> ExitCode {
-    let policy = match policy(&args) {
+    let policy = match policy(&args).and_then(|p| args.signals.apply_policy(p)) {
         Ok(policy) => policy,
         Err(message) => return usage_error(&message),
     };
@@ -138,6 +144,7 @@ pub fn run(args: Args) -> ExitCode {
         trusted_clock: !args.untrusted_clock,
         json: args.json,
         verbose: args.verbose,
+        signals: args.signals,
     };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
@@ -249,14 +256,15 @@ pub async fn fetch(
 
     let countdown = console.spawn_countdown();
     let result = if options.trusted_clock {
-        send(request, tls, RetryBudgetLayer::new(policy)).await
-    } else {
         send(
             request,
             tls,
-            RetryBudgetLayer::new(policy).calendar(UntrustedCalendar),
+            options.signals.apply(RetryBudgetLayer::new(policy)),
         )
         .await
+    } else {
+        let layer = RetryBudgetLayer::new(policy).calendar(UntrustedCalendar);
+        send(request, tls, options.signals.apply(layer)).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();
@@ -319,7 +327,7 @@ type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 async fn send<C>(
     request: Request<Full<Bytes>>,
     tls: Arc<rustls::ClientConfig>,
-    budget: RetryBudgetLayer<C>,
+    budget: RetryBudgetLayer<C, ResetSignal>,
 ) -> Result<Response<Body>, Error<hyper_util::client::legacy::Error>>
 where
     C: Calendar + Clone,

@@ -17,6 +17,7 @@ mod demo;
 mod get;
 mod progress;
 mod replay;
+mod signal_args;
 mod table;
 mod tls;
 
@@ -35,7 +36,7 @@ enum Command {
     Replay(replay::Args),
     /// Send one request through the retry budget, showing every step on
     /// stderr and the body (or, with --json, the report) on stdout.
-    Get(get::Args),
+    Get(Box<get::Args>),
     /// Play a case of the given schedules on a local server in real time,
     /// and run `get` against it.
     Demo(demo::Args),
@@ -53,7 +54,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Replay(args) => replay::run(&args),
-        Command::Get(args) => get::run(args),
+        Command::Get(args) => get::run(*args),
         Command::Demo(args) => demo::run(&args),
     }
 }
