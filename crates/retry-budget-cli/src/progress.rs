@@ -259,6 +259,12 @@ impl ProgressLayer {
                         format!("server asked {}", secs(requested))
                     }
                     (Some("fallback"), _) => "fallback: no usable Retry-After".to_owned(),
+                    (Some("reset_header"), Some(requested)) => {
+                        format!("reset header asked {}", secs(requested))
+                    }
+                    (Some("server_spread"), Some(requested)) => {
+                        format!("server asked {}, plus a random spread", secs(requested))
+                    }
                     // A kind of wait the layer does not name in its events.
                     (Some(_), _) => "local wait".to_owned(),
                     (None, _) => "no reason given".to_owned(),
