@@ -518,3 +518,56 @@ async fn an_untrusted_calendar_still_reads_delay_seconds_resets() {
     assert_eq!(report.outcome, Outcome::AttemptsExhausted);
     assert_eq!(started.elapsed(), S(3));
 }
+
+// ------------------------------------------------- grpc-go's vectors
+
+/// grpc-go's `grpc-retry-pushback-ms` vectors (`test/retry_test.go`,
+/// `TestRetryStreaming` and `TestRetryStats`), with grpc-go's own status
+/// UNAVAILABLE (14) in a Trailers-Only response, under a policy that
+/// retries its HTTP equivalent 503. Each row: the values sent, this
+/// project's outcome and time taken, and why.
+#[tokio::test(start_paused = true)]
+async fn grpc_go_pushback_vectors() {
+    let policy = Policy::builder()
+        .retry_statuses([429, 503])
+        .build()
+        .unwrap();
+    for (source, pushbacks, expected, why) in [
+        (
+            "TestRetryStreaming: Negative server pushback - no retry",
+            &["-1"][..],
+            (Outcome::NotRetryable, Duration::ZERO, 1),
+            "same: a negative pushback forbids the retry (gRFC A6)",
+        ),
+        (
+            "TestRetryStreaming: Non-numeric server pushback - no retry",
+            &["xxx"][..],
+            (Outcome::NotRetryable, Duration::ZERO, 1),
+            "same",
+        ),
+        (
+            "TestRetryStreaming: Multiple server pushback values - no retry",
+            &["100", "10"][..],
+            (Outcome::NotRetryable, Duration::ZERO, 1),
+            "same: unlike Retry-After, a repeated pushback is not read as its longest value, as grpc-go",
+        ),
+        (
+            "TestRetryStreaming: 1s server pushback - delayed retry",
+            &["1000"][..],
+            (Outcome::Success, S(1), 2),
+            "same: retried after exactly the pushback",
+        ),
+        (
+            "TestRetryStats: grpc-retry-pushback-ms 10",
+            &["10"][..],
+            (Outcome::Success, S(1), 2),
+            "DIFFERS: grpc-go retries after 10 ms; here the 1 s local floor applies to a server's delay",
+        ),
+    ] {
+        let mut headers = vec![("grpc-status", "14")];
+        headers.extend(pushbacks.iter().map(|p| ("grpc-retry-pushback-ms", *p)));
+        let (report, took, calls) =
+            run_with(policy, GrpcSignal, Some(now()), 200, &headers).await;
+        assert_eq!((report.outcome, took, calls), expected, "grpc-go {source}: {why}");
+    }
+}
