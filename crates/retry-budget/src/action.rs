@@ -41,7 +41,8 @@
 //!
 //! * **jitter** on the local fallback wait ([`Jitter`](crate::Jitter) in the
 //!   policy, drawn from this action's own seeded generator, see
-//!   [`Action::with_seed`]); a server's delay is never touched;
+//!   [`Action::with_seed`]); a server's delay is never shortened (an
+//!   opt-in [spread](crate::PolicyBuilder::spread) only lengthens it);
 //! * [`Action::retry_refused`]: a retry that fits this action's budget was
 //!   refused by a budget shared by all actions of the client (see
 //!   [`RatioBudget`](crate::RatioBudget)): stop as `retry_throttled`;
@@ -628,7 +629,8 @@ impl Action {
     }
 
     /// After a `429` with a usable `Retry-After` (delay-seconds, or an
-    /// HTTP-date with a trusted calendar reading): the elapsed time until
+    /// HTTP-date with a trusted calendar reading) or
+    /// [reset header](Self::reset_headers): the elapsed time until
     /// which the service asked the client to wait, `receipt + max(min_wait,
     /// delay)`, whatever this action decided (it may have stopped because
     /// the wait does not fit). `None` otherwise, and again once the next

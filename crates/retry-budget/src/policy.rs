@@ -14,7 +14,8 @@ use crate::status::StatusSet;
 /// not retry together (SPEC §3).
 ///
 /// Jitter applies **only** to the local fallback (no usable `Retry-After`):
-/// a server's delay is never shortened nor spread. Let `w` be the fallback
+/// a server's delay is never shortened nor spread by it (an opt-in
+/// [`PolicyBuilder::spread`] lengthens a server's delay). Let `w` be the fallback
 /// wait after `k` completed attempts (`base^k` seconds, capped by
 /// [`PolicyBuilder::fallback_cap`] if set) and `floor = min(min_wait, w)`:
 ///
