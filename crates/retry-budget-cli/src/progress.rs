@@ -337,6 +337,10 @@ fn retry_after(field: Option<&str>) -> String {
         None | Some("missing") => "none (missing)".to_owned(),
         Some(text) => match text.strip_prefix("invalid ") {
             Some(raw) => format!("{raw} (invalid)"),
+            None if text.starts_with("unmeasured date ") => format!(
+                "{} (a date no trusted clock can measure)",
+                &text["unmeasured date ".len()..]
+            ),
             None if text.ends_with(" s") => format!("{text} (valid)"),
             None => format!("{text} (valid date)"),
         },

@@ -453,14 +453,14 @@ impl Action {
                 );
             }
             for date in retry_after.dates() {
-                if let Some(raw) = date.raw() {
-                    let tolerated = date.tolerated(calendar).to_string();
+                let tolerated = date.tolerated(calendar);
+                if let (Some(raw), false) = (date.raw(), tolerated.is_empty()) {
                     self.push(
                         now,
                         EventKind::LenientDate {
                             attempt,
                             raw: raw.to_owned(),
-                            tolerated,
+                            tolerated: tolerated.to_string(),
                         },
                     );
                 }

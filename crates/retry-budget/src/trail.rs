@@ -132,15 +132,15 @@ pub enum EventKind {
         raw: String,
     },
     /// A `Retry-After` date was accepted although it is not in one of the
-    /// forms RFC 9110 requires (see [`HttpDate`](crate::HttpDate)), or is an
-    /// RFC 850 date whose two-digit year had to be placed.
+    /// forms RFC 9110 requires: one of the documented near-misses (see
+    /// [`HttpDate`](crate::HttpDate)). Just after its
+    /// [`Response`](EventKind::Response).
     LenientDate {
         /// 1-based attempt number.
         attempt: u32,
         /// The date as received.
         raw: String,
-        /// What was tolerated (`one-digit day, zone UTC`), empty for a
-        /// two-digit year in the required RFC 850 form.
+        /// What was tolerated (`one-digit day, zone UTC`).
         tolerated: String,
     },
     /// A rate-limit reset header was read (opt-in; see

@@ -228,6 +228,11 @@ async fn a_two_digit_year_is_placed_by_the_fifty_year_rule() {
     // A two-digit year in the past is waited as the floor; 26 is this year.
     let (report, took, _) = run(&[("retry-after", "Monday, 30-Nov-26 12:00:03 GMT")]).await;
     assert_eq!((report.outcome, took), (Outcome::Success, S(3)));
+    // The required RFC 850 form is no near-miss: nothing marked lenient.
+    assert!(!report
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::LenientDate { .. })));
     let (report, took, _) = run(&[("retry-after", "Sunday, 06-Nov-94 08:49:37 GMT")]).await;
     assert_eq!((report.outcome, took), (Outcome::Success, S(1)));
 }
