@@ -22,6 +22,7 @@ mod interrupt;
 mod progress;
 mod redact;
 mod replay;
+mod signal_args;
 mod table;
 mod tls;
 mod url;
