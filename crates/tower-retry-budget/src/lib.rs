@@ -55,7 +55,7 @@
 //! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
 //! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `budget.rs` | [`ClientBudget`]: retries bounded to a ratio of first attempts, client-wide |
-//! | `hold_off.rs` | [`HoldOff`]: a `Retry-After` honoured by the whole client |
+//! | `hold_off/` | [`HoldOff`]: a `Retry-After` honoured by the whole client, bounded in time and space |
 //! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
@@ -182,6 +182,7 @@ mod clock;
 mod error;
 mod future;
 pub mod gate;
+pub mod grpc_peek;
 pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
@@ -200,7 +201,10 @@ pub use builder::ServiceBuilderExt;
 pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
-pub use hold_off::{HoldOff, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY};
+pub use grpc_peek::{GrpcTrailers, GrpcTrailersLayer, PeekBody};
+pub use hold_off::{
+    HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
+};
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::{ReportMode, RetryBudgetLayer};
 pub use observer::{ActionId, Observer};
