@@ -522,3 +522,8 @@ async fn report_mode_when_retried_leaves_out_only_the_unretried_unasked_report()
     assert_eq!(report_of(&asked).outcome, Outcome::Success);
     assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
 }
+
+#[test]
+fn the_default_layer_has_the_default_policy() {
+    assert_eq!(RetryBudgetLayer::default().policy(), &Policy::default());
+}
