@@ -55,7 +55,7 @@ impl Report {
     /// * anything else (an action that already ended otherwise, a success
     ///   status, a report already corrected) changes nothing.
     ///
-    /// Returns whether the report changed. See the [module docs](self).
+    /// Returns whether the report changed.
     pub fn status_after_data(
         &mut self,
         at: Duration,

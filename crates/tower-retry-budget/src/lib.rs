@@ -20,20 +20,30 @@
 //! * the caller leaving (dropping the future, or firing a
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) put in the
 //!   request's extensions) **stops everything**: no task is spawned;
-//! * every step is traced, and the final response carries a
-//!   [`Report`] in its extensions (the last response is
-//!   returned as is, 429 included: it is never turned into an error).
+//! * every step is traced, handed to an [`Observer`] if the layer has one
+//!   (typed [`Event`]s with the request's [`ActionId`]), and the final
+//!   response or error carries a [`Report`] in its extensions (the last
+//!   response is returned as is, 429 included: it is never turned into an
+//!   error); see [`ReportMode`] to leave it out of responses that needed no
+//!   retry;
+//! * no header, setting or readiness result can panic it: time beyond
+//!   tokio's clock means "never", and every ending, readiness errors
+//!   included, goes through the core.
 //!
 //! The rule itself is not here: it is the pure state machine of the
 //! `retry-budget` crate ([`retry_budget::Action`]). This crate only feeds it
 //! tokio's monotonic clock, the calendar clock and the inner service's
-//! results, so tests under tokio's paused clock see exact instants.
+//! results, and obeys its answers (when to start, wait or stop, whether to
+//! copy or move the request, what to tell the client budget and the
+//! hold-off map), so tests under tokio's paused clock see exact instants.
+//! [`Policy`], [`Report`], [`Outcome`], [`Jitter`], [`Event`] and
+//! [`EventKind`] are re-exported here: one `use` line suffices.
 //!
 //! | file | job |
 //! |---|---|
-//! | `layer.rs` | [`RetryBudgetLayer`] |
+//! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action |
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
-//! | `future.rs` | [`ResponseFuture`]: the timer and the attempt loop |
+//! | `future.rs` | [`ResponseFuture`]: the state machine (in flight, waiting, readying), its one timer, the one place an action ends |
 //! | `request.rs` | safe methods, [`Idempotent`], request copies |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
@@ -71,10 +81,9 @@
 //! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`signal`]):
 //!
 //! ```
-//! use retry_budget::Policy;
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{GrpcSignal, Idempotent, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
+//! use tower_retry_budget::{GrpcSignal, Idempotent, Policy, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -131,9 +140,8 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //!
-//! use retry_budget::{Outcome, Policy, Report};
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};
-//! use tower_retry_budget::RetryBudgetLayer;
+//! use tower_retry_budget::{Outcome, Policy, Report, RetryBudgetLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
@@ -182,7 +190,7 @@ mod layer;
 mod observer;
 mod policy;
 pub mod replay;
-pub mod report_slot;
+mod report_slot;
 mod request;
 mod service;
 pub mod signal;
@@ -200,7 +208,7 @@ pub use hold_off::{
     HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
 };
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
-pub use layer::RetryBudgetLayer;
+pub use layer::{ReportMode, RetryBudgetLayer};
 pub use observer::{ActionId, Observer};
 pub use policy::BudgetPolicy;
 pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
