@@ -1,0 +1,550 @@
+//! `GrpcTrailersLayer` (issue 16): a gRPC status that comes in trailers.
+//!
+//! Two halves:
+//!
+//! * **paused time, in process**: the retry layer with `GrpcSignal`, the
+//!   peek layer below it, and a `service_fn` answering hand-built gRPC
+//!   responses whose body frames come after scripted delays. Exact instants:
+//!   the retry after the pushback, the attempt deadline bounding the peek,
+//!   the late status's place in the trail.
+//! * **real time, tonic on loopback**: a tonic `Channel` through the
+//!   README's stack plus the peek layer, against a tonic server whose
+//!   handler answers each shape (Trailers-Only, initial metadata then
+//!   trailers with no message, a message then error trailers, OK). Only
+//!   lower bounds on wall time.
+//!
+//! And, if Python's `grpcio` is installed, the issue's own reproduction (a
+//! grpcio handler that sends its initial metadata, then aborts with
+//! RESOURCE_EXHAUSTED and a pushback of 1000 ms); skipped with a printed
+//! reason otherwise.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use retry_budget::{EventKind, Outcome, Policy, Report};
+use tokio::time::{Instant, Sleep};
+use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
+use tower_retry_budget::signal::GRPC_STATUS_FROM;
+use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, ReportSlot, RetryBudgetLayer};
+
+// ---- a body whose frames come after scripted delays -----------------------
+
+/// Yields its frames in order, each after its delay (from the previous
+/// frame). No size hint: like a real HTTP/2 body.
+struct Script {
+    frames: VecDeque<(Duration, Frame<Bytes>)>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Script {
+    fn new(frames: impl IntoIterator<Item = (Duration, Frame<Bytes>)>) -> Self {
+        Self {
+            frames: frames.into_iter().collect(),
+            sleep: None,
+        }
+    }
+}
+
+impl Body for Script {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = &mut *self;
+        let Some((delay, _)) = this.frames.front_mut() else {
+            return Poll::Ready(None);
+        };
+        if !delay.is_zero() {
+            let at = Instant::now() + *delay;
+            let sleep = this
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+            ready!(sleep.as_mut().poll(cx));
+            this.sleep = None;
+            *delay = Duration::ZERO;
+        }
+        Poll::Ready(this.frames.pop_front().map(|(_, frame)| Ok(frame)))
+    }
+}
+
+fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(
+            http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    map
+}
+
+/// One gRPC message (length-prefixed, uncompressed).
+fn message(payload: &[u8]) -> Bytes {
+    let mut framed = Vec::with_capacity(5 + payload.len());
+    framed.push(0);
+    framed.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_be_bytes());
+    framed.extend_from_slice(payload);
+    framed.into()
+}
+
+fn trailers_frame(pairs: &[(&str, &str)]) -> Frame<Bytes> {
+    Frame::trailers(headers(pairs))
+}
+
+/// A gRPC head (`200`, `application/grpc`, one initial metadata field) over
+/// `body`.
+fn grpc_response<B>(body: B) -> Response<B> {
+    Response::builder()
+        .header("content-type", "application/grpc")
+        .header("x", "y")
+        .body(body)
+        .unwrap()
+}
+
+// ---- paused time, in process ----------------------------------------------
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+/// An in-process gRPC server: the n-th call (0-based) answers `script(n)`;
+/// records when each call came.
+#[derive(Clone)]
+struct Server {
+    script: Arc<dyn Fn(usize) -> Response<Script> + Send + Sync>,
+    calls: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Server {
+    fn new(script: impl Fn(usize) -> Response<Script> + Send + Sync + 'static) -> Self {
+        Self {
+            script: Arc::new(script),
+            calls: Arc::default(),
+        }
+    }
+
+    fn service(
+        &self,
+    ) -> impl Service<Request<()>, Response = Response<Script>, Error = Infallible> + Clone {
+        let this = self.clone();
+        service_fn(move |_req: Request<()>| {
+            let mut calls = this.calls.lock().unwrap();
+            let n = calls.len();
+            calls.push(Instant::now());
+            std::future::ready(Ok::<_, Infallible>((this.script)(n)))
+        })
+    }
+
+    /// When each call came, since `origin`.
+    fn calls_since(&self, origin: Instant) -> Vec<Duration> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|at| *at - origin)
+            .collect()
+    }
+}
+
+fn ok_answer() -> Response<Script> {
+    grpc_response(Script::new([
+        (Duration::ZERO, Frame::data(message(b"item-7"))),
+        (Duration::ZERO, trailers_frame(&[("grpc-status", "0")])),
+    ]))
+}
+
+/// Initial metadata, then (after `delay`) trailers with no message.
+fn trailers_after_headers(delay: Duration, trailers: &[(&str, &str)]) -> Response<Script> {
+    grpc_response(Script::new([(delay, trailers_frame(trailers))]))
+}
+
+fn budgeted_post(slot: &ReportSlot) -> Request<()> {
+    let mut request = Request::post("http://catalog.test/test.Catalog/Get")
+        .header("content-type", "application/grpc")
+        .body(())
+        .unwrap();
+    request.extensions_mut().insert(Idempotent);
+    request.extensions_mut().insert(slot.clone());
+    request
+}
+
+fn translations(report: &Report) -> Vec<&str> {
+    report
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Translated { from, .. } => Some(from.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn trailers_after_initial_metadata_are_retried_after_the_pushback() {
+    let server = Server::new(|n| match n {
+        0 => trailers_after_headers(
+            Duration::ZERO,
+            &[("grpc-status", "8"), ("grpc-retry-pushback-ms", "1500")],
+        ),
+        _ => ok_answer(),
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let origin = Instant::now();
+    let slot = ReportSlot::new();
+    let response = client.oneshot(budgeted_post(&slot)).await.unwrap();
+
+    // Exactly one retry, exactly at the pushback (above the 1 s floor).
+    assert_eq!(server.calls_since(origin), [S(0), MS(1500)]);
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers().get("grpc-status").is_none(),
+        "the OK head is untouched"
+    );
+    let collected = response.into_body().collect().await.unwrap();
+    assert_eq!(collected.trailers().unwrap()["grpc-status"], "0");
+    assert_eq!(collected.to_bytes(), message(b"item-7"));
+
+    let report = slot.take().unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(report.attempts_started, 2);
+    assert_eq!(report.starts, [S(0), MS(1500)]);
+    assert_eq!(report.server_requested_wait, Some(MS(1500)));
+    assert_eq!(
+        translations(&report),
+        ["grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1500, in trailers after initial metadata"]
+    );
+    assert!(report.events.iter().any(|e| matches!(
+        e.kind,
+        EventKind::Response {
+            attempt: 1,
+            status: 429,
+            ..
+        }
+    )));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_max_attempts_1_the_report_stops_on_resource_exhausted_and_the_body_keeps_the_trailers(
+) {
+    let sent = [
+        ("grpc-status", "8"),
+        ("grpc-message", "slow down"),
+        ("grpc-retry-pushback-ms", "1000"),
+        ("x-trailer", "kept"),
+    ];
+    let server = Server::new(move |_| trailers_after_headers(MS(300), &sent));
+    let policy = Policy::builder().max_attempts(1).build().unwrap();
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(policy).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let origin = Instant::now();
+    let slot = ReportSlot::new();
+    let response = client.oneshot(budgeted_post(&slot)).await.unwrap();
+    assert_eq!(
+        Instant::now() - origin,
+        MS(300),
+        "the head waits for the first frame"
+    );
+
+    // The head is the Trailers-Only head the server could have sent.
+    let head = response.headers();
+    assert_eq!(head["grpc-status"], "8");
+    assert_eq!(head["grpc-message"], "slow down");
+    assert_eq!(head["grpc-retry-pushback-ms"], "1000");
+    assert_eq!(head["x"], "y");
+    assert_eq!(head[GRPC_STATUS_FROM], "trailers");
+    // The body yields those exact trailers, and nothing else.
+    let report = response.extensions().get::<Report>().unwrap().clone();
+    let collected = response.into_body().collect().await.unwrap();
+    assert_eq!(collected.trailers(), Some(&headers(&sent)));
+    assert!(collected.to_bytes().is_empty());
+
+    assert_eq!(server.calls_since(origin).len(), 1);
+    assert_eq!(report.outcome, Outcome::AttemptsExhausted);
+    assert_ne!(report.outcome, Outcome::Success);
+    assert_eq!(report.last_status, Some(429));
+    assert_eq!(report.elapsed, MS(300));
+    assert!(
+        report.to_string().starts_with(
+            "Stopped: the one attempt allowed was used (retries are off).\nLast response: 429."
+        ),
+        "{report}"
+    );
+    assert_eq!(slot.take(), Some(report));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_negative_pushback_in_trailers_forbids_the_retry() {
+    let server = Server::new(|_| {
+        trailers_after_headers(
+            Duration::ZERO,
+            &[("grpc-status", "8"), ("grpc-retry-pushback-ms", "-1")],
+        )
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let origin = Instant::now();
+    let response = client.oneshot(budgeted_post(&slot)).await.unwrap();
+    assert_eq!(response.headers()["grpc-status"], "8");
+    assert_eq!(server.calls_since(origin), [S(0)]);
+    let report = slot.take().unwrap();
+    assert_eq!(report.outcome, Outcome::NotRetryable);
+    assert_eq!(report.last_status, Some(429));
+    assert!(report
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::RetryForbidden { attempt: 1 })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_frame_that_does_not_come_in_time_ends_the_attempt_at_its_deadline() {
+    // The default cap is 4 s; the trailers would come at 10 s.
+    let server = Server::new(|_| {
+        trailers_after_headers(
+            S(10),
+            &[("grpc-status", "8"), ("grpc-retry-pushback-ms", "0")],
+        )
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let origin = Instant::now();
+    let error = client.oneshot(budgeted_post(&slot)).await.unwrap_err();
+    assert_eq!(
+        Instant::now() - origin,
+        S(4),
+        "stopped exactly at the deadline"
+    );
+    assert!(error.is_timeout(), "{error}");
+    let report = slot.take().unwrap();
+    assert_eq!(report.outcome, Outcome::AttemptTimeout);
+    assert_eq!(report.elapsed, S(4));
+    assert_eq!(report.last_status, None, "no status was read");
+    assert_eq!(server.calls_since(origin), [S(0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_frame_inside_the_deadline_is_read_and_retried() {
+    let server = Server::new(|n| match n {
+        0 => trailers_after_headers(
+            S(3),
+            &[("grpc-status", "8"), ("grpc-retry-pushback-ms", "1000")],
+        ),
+        _ => ok_answer(),
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let origin = Instant::now();
+    client.oneshot(budgeted_post(&slot)).await.unwrap();
+    // Status at 3 s, pushback 1 s: the retry at 4 s.
+    assert_eq!(server.calls_since(origin), [S(0), S(4)]);
+    assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_then_error_trailers_pass_on_and_the_slot_report_is_corrected() {
+    // A message at once, then RESOURCE_EXHAUSTED 2 s later: not retried
+    // (an answer has begun), but the report must not keep saying success.
+    let server = Server::new(|_| {
+        grpc_response(Script::new([
+            (Duration::ZERO, Frame::data(message(b"part-1"))),
+            (
+                S(2),
+                trailers_frame(&[("grpc-status", "8"), ("grpc-retry-pushback-ms", "1000")]),
+            ),
+        ]))
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let origin = Instant::now();
+    let response = client.oneshot(budgeted_post(&slot)).await.unwrap();
+    assert_eq!(Instant::now(), origin, "returned with the first message");
+    assert!(
+        response.headers().get("grpc-status").is_none(),
+        "head untouched"
+    );
+    assert_eq!(
+        response.extensions().get::<Report>().unwrap().outcome,
+        Outcome::Success,
+        "as known when the response was returned"
+    );
+    assert_eq!(slot.get().unwrap().outcome, Outcome::Success);
+
+    let collected = response.into_body().collect().await.unwrap();
+    assert_eq!(Instant::now() - origin, S(2));
+    assert_eq!(collected.trailers().unwrap()["grpc-status"], "8");
+    assert_eq!(collected.to_bytes(), message(b"part-1"));
+
+    assert_eq!(
+        server.calls_since(origin),
+        [S(0)],
+        "never retried after data"
+    );
+    let report = slot.take().unwrap();
+    assert_eq!(report.outcome, Outcome::NotRetryable);
+    assert_eq!(report.last_status, Some(429));
+    assert_eq!(report.attempts_started, 1);
+    let last = report.events.last().unwrap();
+    assert_eq!(last.at, S(2));
+    assert_eq!(last.remaining_budget, S(18));
+    assert_eq!(
+        last.kind,
+        EventKind::StatusAfterData {
+            attempt: 1,
+            status: 429,
+            from: "grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000, in trailers after data".into(),
+        }
+    );
+    assert!(
+        report
+            .to_string()
+            .starts_with("Failed after the answer began"),
+        "{report}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_then_ok_trailers_leave_the_success() {
+    let server = Server::new(|_| ok_answer());
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let response = client.oneshot(budgeted_post(&slot)).await.unwrap();
+    let returned = response.extensions().get::<Report>().unwrap().clone();
+    response.into_body().collect().await.unwrap();
+    assert_eq!(slot.take(), Some(returned.clone()));
+    assert_eq!(returned.outcome, Outcome::Success);
+}
+
+/// Polls the call once: a response not peeked is ready at once although its
+/// body's first frame is 10 s away.
+async fn ready_at_once<S>(
+    client: S,
+    request: Request<()>,
+) -> Response<tower_retry_budget::PeekBody<Script>>
+where
+    S: Service<Request<()>, Response = Response<tower_retry_budget::PeekBody<Script>>>,
+    S::Error: std::fmt::Debug,
+{
+    let mut call = tokio_test::task::spawn(client.oneshot(request));
+    match call.poll() {
+        Poll::Ready(result) => result.unwrap(),
+        Poll::Pending => panic!("the response waited for its body"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn http_responses_trailers_only_heads_and_unbudgeted_calls_are_not_peeked() {
+    let late = || Script::new([(S(10), trailers_frame(&[("grpc-status", "8")]))]);
+    let answers: Vec<(&str, Response<Script>)> = vec![
+        (
+            "plain HTTP",
+            Response::builder()
+                .header("content-type", "text/plain")
+                .body(late())
+                .unwrap(),
+        ),
+        (
+            "gRPC-Web",
+            Response::builder()
+                .header("content-type", "application/grpc-web+proto")
+                .body(late())
+                .unwrap(),
+        ),
+        (
+            "Trailers-Only",
+            Response::builder()
+                .header("content-type", "application/grpc")
+                .header("grpc-status", "0")
+                .body(late())
+                .unwrap(),
+        ),
+        (
+            "an intermediary's 429",
+            Response::builder()
+                .status(429)
+                .header("content-type", "application/grpc")
+                .header("retry-after", "1")
+                .body(late())
+                .unwrap(),
+        ),
+    ];
+    let policy = Policy::builder().max_attempts(1).build().unwrap();
+    for (what, answer) in answers {
+        let expected_head = answer.headers().clone();
+        let answer = Arc::new(Mutex::new(Some(answer)));
+        let server = service_fn(move |_req: Request<()>| {
+            std::future::ready(Ok::<_, Infallible>(answer.lock().unwrap().take().unwrap()))
+        });
+        let client = ServiceBuilder::new()
+            .layer(RetryBudgetLayer::new(policy).signal(GrpcSignal))
+            .layer(GrpcTrailersLayer::new())
+            .service(server);
+        let response = ready_at_once(client, budgeted_post(&ReportSlot::new())).await;
+        assert_eq!(response.headers(), &expected_head, "{what}: head untouched");
+    }
+
+    // A call the retry layer does not budget (a POST not marked
+    // idempotent): its gRPC answer is passed on without a look.
+    let server = Server::new(move |_| trailers_after_headers(S(10), &[("grpc-status", "8")]));
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let mut request = budgeted_post(&slot);
+    request.extensions_mut().remove::<Idempotent>();
+    let response = ready_at_once(client, request).await;
+    assert!(response.headers().get("grpc-status").is_none());
+    let collected = response.into_body().collect().await.unwrap();
+    assert_eq!(collected.trailers().unwrap()["grpc-status"], "8");
+    assert_eq!(slot.take(), None, "passed through: no report");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_peek_layer_the_status_in_trailers_is_not_seen() {
+    // Why the layer exists (and that it is opt-in): the same answer, read
+    // from the head alone, is a plain 200.
+    let server = Server::new(|_| {
+        trailers_after_headers(
+            Duration::ZERO,
+            &[("grpc-status", "8"), ("grpc-retry-pushback-ms", "1000")],
+        )
+    });
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+        .service(server.service());
+    let slot = ReportSlot::new();
+    let origin = Instant::now();
+    client.oneshot(budgeted_post(&slot)).await.unwrap();
+    assert_eq!(server.calls_since(origin), [S(0)]);
+    assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
+}
