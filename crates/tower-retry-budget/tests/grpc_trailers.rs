@@ -21,6 +21,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
@@ -547,4 +548,405 @@ async fn without_the_peek_layer_the_status_in_trailers_is_not_seen() {
     client.oneshot(budgeted_post(&slot)).await.unwrap();
     assert_eq!(server.calls_since(origin), [S(0)]);
     assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
+}
+
+// ---- real time, tonic on loopback ------------------------------------------
+
+mod loopback {
+    use std::time::Instant as WallClock;
+
+    use bytes::{Buf, BufMut};
+    use http::uri::PathAndQuery;
+    use tonic::body::Body as TonicBody;
+    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+    use tonic::metadata::MetadataMap;
+    use tonic::server::NamedService;
+    use tonic::transport::server::TcpIncoming;
+    use tonic::transport::{Channel, Endpoint};
+    use tonic::{Code, Status};
+    use tower_retry_budget::{ReplayBody, ReplayBodyLayer};
+
+    use super::*;
+
+    // A codec for raw bytes (what prost would be, without protoc).
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(super) struct RawCodec;
+
+    #[derive(Debug, Clone, Copy, Default)]
+    pub(super) struct Raw;
+
+    impl Codec for RawCodec {
+        type Encode = Bytes;
+        type Decode = Bytes;
+        type Encoder = Raw;
+        type Decoder = Raw;
+
+        fn encoder(&mut self) -> Raw {
+            Raw
+        }
+
+        fn decoder(&mut self) -> Raw {
+            Raw
+        }
+    }
+
+    impl Encoder for Raw {
+        type Item = Bytes;
+        type Error = Status;
+
+        fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
+            dst.put_slice(&item);
+            Ok(())
+        }
+    }
+
+    impl Decoder for Raw {
+        type Item = Bytes;
+        type Error = Status;
+
+        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
+            Ok(Some(src.copy_to_bytes(src.remaining())))
+        }
+    }
+
+    /// How the server answers the n-th call (0-based).
+    #[derive(Debug, Clone, Copy)]
+    pub(super) enum Answer {
+        /// OK, echoing the message (tonic's unary handler).
+        Ok,
+        /// A status with a pushback, Trailers-Only (tonic's unary handler
+        /// returning an error).
+        TrailersOnly(Code, &'static str),
+        /// Initial metadata (`x: y`), then trailers with the status, the
+        /// pushback and `grpc-message: slow down`, and no message: what a
+        /// handler that sends its metadata before failing produces.
+        AfterHeaders(Code, &'static str),
+        /// One message, then (100 ms later) trailers with the status.
+        DataThenError(Code),
+    }
+
+    #[derive(Clone)]
+    pub(super) struct Catalog {
+        script: Arc<dyn Fn(usize) -> Answer + Send + Sync>,
+        calls: Arc<Mutex<Vec<WallClock>>>,
+    }
+
+    impl NamedService for Catalog {
+        const NAME: &'static str = "test.Catalog";
+    }
+
+    fn status_trailers(code: Code, pushback: Option<&str>) -> Frame<Bytes> {
+        let code = (code as i32).to_string();
+        let mut pairs = vec![
+            ("grpc-status", code.as_str()),
+            ("grpc-message", "slow%20down"),
+        ];
+        if let Some(ms) = pushback {
+            pairs.push(("grpc-retry-pushback-ms", ms));
+        }
+        trailers_frame(&pairs)
+    }
+
+    impl Service<Request<TonicBody>> for Catalog {
+        type Response = Response<TonicBody>;
+        type Error = Infallible;
+        type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: Request<TonicBody>) -> Self::Future {
+            let n = {
+                let mut calls = self.calls.lock().unwrap();
+                calls.push(WallClock::now());
+                calls.len() - 1
+            };
+            let answer = (self.script)(n);
+            let handler = service_fn(move |request: tonic::Request<Bytes>| async move {
+                match answer {
+                    Answer::TrailersOnly(code, ms) => {
+                        let mut metadata = MetadataMap::new();
+                        metadata.insert("grpc-retry-pushback-ms", ms.parse().unwrap());
+                        Err(Status::with_metadata(code, "slow down", metadata))
+                    }
+                    _ => Ok(tonic::Response::new(request.into_inner())),
+                }
+            });
+            Box::pin(async move {
+                let body = match answer {
+                    Answer::Ok | Answer::TrailersOnly(..) => {
+                        let mut grpc = tonic::server::Grpc::new(RawCodec);
+                        return Ok(grpc.unary(handler, req).await);
+                    }
+                    Answer::AfterHeaders(code, ms) => {
+                        Script::new([(Duration::ZERO, status_trailers(code, Some(ms)))])
+                    }
+                    Answer::DataThenError(code) => Script::new([
+                        (Duration::ZERO, Frame::data(message(b"part-1"))),
+                        (MS(100), status_trailers(code, None)),
+                    ]),
+                };
+                // Read the request before answering, as a handler would.
+                let _ = req.into_body().collect().await;
+                Ok(grpc_response(TonicBody::new(body)))
+            })
+        }
+    }
+
+    pub(super) async fn serve(
+        script: impl Fn(usize) -> Answer + Send + Sync + 'static,
+    ) -> (SocketAddr, Arc<Mutex<Vec<WallClock>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let catalog = Catalog {
+            script: Arc::new(script),
+            calls: calls.clone(),
+        };
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .serve_with_incoming(catalog, TcpIncoming::from(listener)),
+        );
+        (addr, calls)
+    }
+
+    pub(super) async fn channel(addr: SocketAddr) -> Channel {
+        Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap()
+    }
+
+    fn to_tonic_body(req: Request<ReplayBody<TonicBody>>) -> Request<TonicBody> {
+        req.map(TonicBody::new)
+    }
+
+    /// The README's stack, with the peek layer below the retry layer.
+    pub(super) fn client(
+        channel: Channel,
+        policy: Policy,
+    ) -> tonic::client::Grpc<
+        impl tonic::client::GrpcService<
+                TonicBody,
+                ResponseBody = tower_retry_budget::PeekBody<TonicBody>,
+            > + Clone,
+    > {
+        tonic::client::Grpc::new(
+            ServiceBuilder::new()
+                .layer(ReplayBodyLayer::new())
+                .layer(RetryBudgetLayer::new(policy).signal(GrpcSignal))
+                .layer(GrpcTrailersLayer::new())
+                .map_request(to_tonic_body as fn(_) -> _)
+                .service(channel),
+        )
+    }
+
+    pub(super) fn request(mark: bool, slot: &ReportSlot) -> tonic::Request<Bytes> {
+        let mut request = tonic::Request::new(Bytes::from_static(b"item-7"));
+        if mark {
+            request.extensions_mut().insert(Idempotent);
+        }
+        request.extensions_mut().insert(slot.clone());
+        request
+    }
+
+    pub(super) const GET: &str = "/test.Catalog/Get";
+
+    /// One unary call: the result, the report in the slot, the wall time.
+    pub(super) async fn unary<T>(
+        grpc: &mut tonic::client::Grpc<T>,
+        mark: bool,
+    ) -> (
+        Result<tonic::Response<Bytes>, Status>,
+        Option<Report>,
+        Duration,
+    )
+    where
+        T: tonic::client::GrpcService<TonicBody>,
+        T::ResponseBody: Body<Data = Bytes> + Send + 'static,
+        <T::ResponseBody as Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let slot = ReportSlot::new();
+        grpc.ready().await.map_err(Into::into).expect("ready");
+        let started = WallClock::now();
+        let result = grpc
+            .unary(
+                request(mark, &slot),
+                PathAndQuery::from_static(GET),
+                RawCodec,
+            )
+            .await;
+        (result, slot.take(), started.elapsed())
+    }
+}
+
+use loopback::{Answer, RawCodec};
+use tonic::Code;
+
+#[tokio::test]
+async fn tonic_trailers_only_is_retried_as_before() {
+    let (addr, calls) = loopback::serve(|n| match n {
+        0 => Answer::TrailersOnly(Code::ResourceExhausted, "1000"),
+        _ => Answer::Ok,
+    })
+    .await;
+    let mut grpc = loopback::client(loopback::channel(addr).await, Policy::default());
+    let (result, report, elapsed) = loopback::unary(&mut grpc, true).await;
+    assert_eq!(result.unwrap().into_inner(), Bytes::from_static(b"item-7"));
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    assert!(calls[1] - calls[0] >= MS(1000), "{:?}", calls[1] - calls[0]);
+    assert!(elapsed >= MS(1000));
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(
+        translations(&report),
+        ["grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000"],
+        "a Trailers-Only head: no suffix"
+    );
+}
+
+#[tokio::test]
+async fn tonic_initial_metadata_then_resource_exhausted_is_retried_once_after_the_pushback() {
+    let (addr, calls) = loopback::serve(|n| match n {
+        0 => Answer::AfterHeaders(Code::ResourceExhausted, "1000"),
+        _ => Answer::Ok,
+    })
+    .await;
+    let mut grpc = loopback::client(loopback::channel(addr).await, Policy::default());
+    let (result, report, elapsed) = loopback::unary(&mut grpc, true).await;
+
+    let response = result.expect("OK after one retry");
+    assert_eq!(response.get_ref(), &Bytes::from_static(b"item-7"));
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2, "exactly one retry");
+    let gap = calls[1] - calls[0];
+    eprintln!(
+        "initial metadata, then RESOURCE_EXHAUSTED (pushback 1000 ms) -> retried after {gap:?}"
+    );
+    assert!(gap >= MS(1000), "{gap:?}");
+    assert!(elapsed >= MS(1000), "{elapsed:?}");
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(report.attempts_started, 2);
+    assert_eq!(report.last_status, Some(200));
+    assert_eq!(report.server_requested_wait, Some(MS(1000)));
+    assert_eq!(response.extensions().get::<Report>(), Some(&report));
+    assert_eq!(
+        translations(&report),
+        ["grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000, in trailers after initial metadata"]
+    );
+}
+
+#[tokio::test]
+async fn tonic_unmarked_call_passes_through_once() {
+    let (addr, calls) =
+        loopback::serve(|_| Answer::AfterHeaders(Code::ResourceExhausted, "1000")).await;
+    let mut grpc = loopback::client(loopback::channel(addr).await, Policy::default());
+    let (result, report, _) = loopback::unary(&mut grpc, false).await;
+    let status = result.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(status.message(), "slow down");
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "1000"
+    );
+    assert!(
+        status.metadata().get(GRPC_STATUS_FROM).is_none(),
+        "not peeked"
+    );
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    assert_eq!(report, None);
+}
+
+#[tokio::test]
+async fn tonic_with_max_attempts_1_the_report_says_attempts_exhausted_on_429_never_success() {
+    let (addr, calls) =
+        loopback::serve(|_| Answer::AfterHeaders(Code::ResourceExhausted, "1000")).await;
+    let policy = Policy::builder().max_attempts(1).build().unwrap();
+    let mut grpc = loopback::client(loopback::channel(addr).await, policy);
+    let (result, report, _) = loopback::unary(&mut grpc, true).await;
+
+    // The caller sees the server's status, message and metadata.
+    let status = result.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(status.message(), "slow down");
+    assert_eq!(
+        status.metadata().get("grpc-retry-pushback-ms").unwrap(),
+        "1000"
+    );
+    assert_eq!(status.metadata().get("x").unwrap(), "y");
+    assert_eq!(calls.lock().unwrap().len(), 1);
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::AttemptsExhausted);
+    assert_ne!(report.outcome, Outcome::Success);
+    assert_eq!(report.last_status, Some(429));
+    assert!(
+        report.to_string().contains("Last response: 429."),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn tonic_a_stream_that_fails_after_a_message_corrects_the_report() {
+    let (addr, calls) = loopback::serve(|_| Answer::DataThenError(Code::Internal)).await;
+    let mut grpc = loopback::client(loopback::channel(addr).await, Policy::default());
+
+    // Server streaming: a message, then INTERNAL.
+    let slot = ReportSlot::new();
+    assert!(grpc.ready().await.is_ok(), "ready");
+    let mut stream = grpc
+        .server_streaming(
+            loopback::request(true, &slot),
+            http::uri::PathAndQuery::from_static(loopback::GET),
+            RawCodec,
+        )
+        .await
+        .expect("the answer began")
+        .into_inner();
+    assert_eq!(slot.get().unwrap().outcome, Outcome::Success, "so far");
+    assert_eq!(
+        stream.message().await.unwrap(),
+        Some(Bytes::from_static(b"part-1"))
+    );
+    assert_eq!(stream.message().await.unwrap_err().code(), Code::Internal);
+    let report = slot.take().unwrap();
+    assert_eq!(report.outcome, Outcome::NotRetryable);
+    assert_eq!(report.last_status, Some(500));
+    assert!(matches!(
+        report.events.last().unwrap().kind,
+        EventKind::StatusAfterData {
+            attempt: 1,
+            status: 500,
+            ..
+        }
+    ));
+
+    // Unary: the same answer, and the report is corrected by the time tonic
+    // returns the error.
+    let (result, report, _) = loopback::unary(&mut grpc, true).await;
+    assert_eq!(result.unwrap_err().code(), Code::Internal);
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::NotRetryable);
+    assert_eq!(report.last_status, Some(500));
+    assert_eq!(calls.lock().unwrap().len(), 2, "never retried after data");
+}
+
+#[tokio::test]
+async fn tonic_an_ok_unary_call_is_unchanged() {
+    let (addr, calls) = loopback::serve(|_| Answer::Ok).await;
+    let mut grpc = loopback::client(loopback::channel(addr).await, Policy::default());
+    let (result, report, _) = loopback::unary(&mut grpc, true).await;
+    let response = result.unwrap();
+    assert_eq!(response.get_ref(), &Bytes::from_static(b"item-7"));
+    // tonic merges the trailers into the metadata: OK, and no marker.
+    assert_eq!(response.metadata().get("grpc-status").unwrap(), "0");
+    assert!(response.metadata().get(GRPC_STATUS_FROM).is_none());
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(report.attempts_started, 1);
+    assert_eq!(response.extensions().get::<Report>(), Some(&report));
+    assert_eq!(calls.lock().unwrap().len(), 1);
 }
