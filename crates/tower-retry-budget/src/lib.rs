@@ -72,7 +72,7 @@
 //! use retry_budget::Policy;
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{GrpcSignal, Idempotent, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
+//! use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -80,6 +80,7 @@
 //! let stack = ServiceBuilder::new()
 //!     .layer(ReplayBodyLayer::new())
 //!     .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+//!     .layer(GrpcTrailersLayer::new())
 //!     .map_request(|req: http::Request<ReplayBody<Body>>| req.map(Body::new))
 //!     .service(channel);
 //! let grpc = tonic::client::Grpc::new(stack); // or a generated client's `new(stack)`
@@ -108,6 +109,14 @@
 //!   pushback forbids the retry (gRFC A6), and the action ends as
 //!   `not_retryable`. The trail records the translation
 //!   ([`EventKind::Translated`](retry_budget::EventKind::Translated)).
+//! * **A status in trailers.** An answer that sends its initial metadata
+//!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`], below
+//!   the retry layer, reads the first frame of such an answer so that
+//!   trailers with no message are read like a Trailers-Only head (see
+//!   [`grpc_peek`]). `success` means the service *began an answer* with no
+//!   error status; a stream whose final `grpc-status` is not OK has its
+//!   [`ReportSlot`] report corrected to `not_retryable` when that status
+//!   arrives.
 //! * **Where the report is.** On an OK call, in
 //!   `tonic::Response::extensions()`. A call that ends with a non-OK
 //!   `grpc-status` comes back as a `tonic::Status`, which keeps the headers
