@@ -950,3 +950,179 @@ async fn tonic_an_ok_unary_call_is_unchanged() {
     assert_eq!(response.extensions().get::<Report>(), Some(&report));
     assert_eq!(calls.lock().unwrap().len(), 1);
 }
+
+// ---- the issue's reproduction, against Python grpcio (optional) -----------
+
+mod grpcio {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+
+    /// A grpcio server: `test.Catalog/Get` sends its initial metadata, then
+    /// aborts with RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms: 1000`
+    /// (the issue's handler), on the first call only (`once`) or on every
+    /// call (`always`), and echoes otherwise; `test.Catalog/Count` answers
+    /// how many `Get` calls it received.
+    const SERVER: &str = r#"
+import sys, threading
+from concurrent import futures
+import grpc
+
+mode = sys.argv[1]
+lock = threading.Lock()
+calls = 0
+
+def get(request, context):
+    global calls
+    with lock:
+        calls += 1
+        n = calls
+    if mode == "always" or n == 1:
+        context.send_initial_metadata((("x", "y"),))
+        context.set_trailing_metadata((("grpc-retry-pushback-ms", "1000"),))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "x")
+    return request
+
+def count(request, context):
+    with lock:
+        return str(calls).encode()
+
+handler = grpc.method_handlers_generic_handler("test.Catalog", {
+    "Get": grpc.unary_unary_rpc_method_handler(get),
+    "Count": grpc.unary_unary_rpc_method_handler(count),
+})
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+server.add_generic_rpc_handlers((handler,))
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+print(port, flush=True)
+sys.stdin.read()  # until the test ends
+server.stop(0)
+"#;
+
+    /// The server process; killed when dropped.
+    pub(super) struct Server {
+        child: Child,
+        pub(super) port: u16,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Starts the server, or says why it cannot (no python3, no grpcio): the
+    /// only reasons to skip.
+    pub(super) fn start(mode: &str) -> Result<Server, String> {
+        let probe = Command::new("python3")
+            .args(["-c", "import grpc"])
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("python3 not found ({e})"))?;
+        if !probe.success() {
+            return Err("Python's grpcio is not installed (pip install grpcio)".into());
+        }
+        // grpcio is there: from here on, a failure is a failure, not a skip.
+        let mut child = Command::new("python3")
+            .args(["-c", SERVER, mode])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .expect("the server prints its port");
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("the grpcio server did not start: {line:?}"));
+        Ok(Server { child, port })
+    }
+}
+
+/// Starts the grpcio server, or prints why the test is skipped.
+macro_rules! grpcio_or_skip {
+    ($mode:expr) => {
+        match grpcio::start($mode) {
+            Ok(server) => server,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        }
+    };
+}
+
+async fn grpcio_calls(channel: tonic::transport::Channel) -> u32 {
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let count = grpc
+        .unary(
+            tonic::Request::new(Bytes::new()),
+            http::uri::PathAndQuery::from_static("/test.Catalog/Count"),
+            RawCodec,
+        )
+        .await
+        .unwrap()
+        .into_inner();
+    std::str::from_utf8(&count).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn grpcio_reproduction_marked_idempotent_is_retried_once_and_ends_ok_with_success() {
+    let server = grpcio_or_skip!("once");
+    let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+    let channel = loopback::channel(addr).await;
+    let mut grpc = loopback::client(channel.clone(), Policy::default());
+    let (result, report, elapsed) = loopback::unary(&mut grpc, true).await;
+
+    assert_eq!(
+        result.expect("OK after one retry").into_inner(),
+        Bytes::from_static(b"item-7")
+    );
+    assert_eq!(grpcio_calls(channel).await, 2, "retried once");
+    let report = report.unwrap();
+    eprintln!(
+        "grpcio: retried after {:?}, call took {elapsed:?}",
+        report.starts[1]
+    );
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(report.attempts_started, 2);
+    assert!(report.starts[1] >= MS(1000), "{:?}", report.starts);
+    assert!(elapsed >= MS(1000), "{elapsed:?}");
+    assert_eq!(
+        translations(&report),
+        ["grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000, in trailers after initial metadata"]
+    );
+}
+
+#[tokio::test]
+async fn grpcio_reproduction_unmarked_passes_through_once() {
+    let server = grpcio_or_skip!("always");
+    let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+    let channel = loopback::channel(addr).await;
+    let mut grpc = loopback::client(channel.clone(), Policy::default());
+    let (result, report, _) = loopback::unary(&mut grpc, false).await;
+    assert_eq!(result.unwrap_err().code(), Code::ResourceExhausted);
+    assert_eq!(grpcio_calls(channel).await, 1);
+    assert_eq!(report, None);
+}
+
+#[tokio::test]
+async fn grpcio_reproduction_with_max_attempts_1_stops_on_resource_exhausted() {
+    let server = grpcio_or_skip!("always");
+    let addr = SocketAddr::from(([127, 0, 0, 1], server.port));
+    let channel = loopback::channel(addr).await;
+    let policy = Policy::builder().max_attempts(1).build().unwrap();
+    let mut grpc = loopback::client(channel.clone(), policy);
+    let (result, report, _) = loopback::unary(&mut grpc, true).await;
+    let status = result.unwrap_err();
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(status.message(), "x");
+    assert_eq!(grpcio_calls(channel).await, 1);
+    let report = report.unwrap();
+    assert_eq!(report.outcome, Outcome::AttemptsExhausted);
+    assert_eq!(report.last_status, Some(429));
+}
