@@ -46,6 +46,7 @@
 //! | `hold_off.rs` | [`HoldOff`]: a `Retry-After` honoured by the whole client |
 //! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
+//! | `grpc_peek/` | [`GrpcTrailersLayer`]: a gRPC status in trailers, seen by the retry layer and the report |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`]: a method allow-list |
 //!
