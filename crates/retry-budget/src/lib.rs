@@ -18,7 +18,7 @@
 //! There is no async runtime and no I/O here: [`Action`] is a state machine
 //! that takes elapsed time and the calendar reading as inputs. The tower
 //! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
-//! [`replay`] module feeds it scripted data.
+//! `replay` module (feature `replay`) feeds it scripted data.
 //!
 //! | file | job |
 //! |---|---|
@@ -61,18 +61,20 @@ mod policy;
 pub mod ratio;
 mod report;
 mod retry_after;
+#[cfg(feature = "serde")]
 mod secs;
 mod status;
 mod trail;
 
+#[cfg(feature = "replay")]
 pub mod replay;
 
-pub use action::{Action, Decision};
+pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{
     Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
 };
 pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;

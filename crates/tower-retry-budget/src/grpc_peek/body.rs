@@ -1,5 +1,6 @@
 //! [`PeekBody`]: the caller's body, with the frame the peek read first put
 //! back in front, and the report corrected when a stream fails after data.
+#![deny(clippy::arithmetic_side_effects)] // time is saturating here too
 
 use std::fmt;
 use std::pin::Pin;
