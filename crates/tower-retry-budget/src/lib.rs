@@ -58,6 +58,7 @@
 //! | `hold_off/` | [`HoldOff`]: a `Retry-After` honoured by the whole client, bounded in time and space |
 //! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
+//! | `grpc_peek/` | [`GrpcTrailersLayer`]: a gRPC status in trailers, seen by the retry layer and the report |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`]: a method allow-list |
 //!
@@ -83,7 +84,7 @@
 //! ```
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{GrpcSignal, Idempotent, Policy, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
+//! use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, Policy, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -91,6 +92,7 @@
 //! let stack = ServiceBuilder::new()
 //!     .layer(ReplayBodyLayer::new())
 //!     .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+//!     .layer(GrpcTrailersLayer::new())
 //!     .map_request(|req: http::Request<ReplayBody<Body>>| req.map(Body::new))
 //!     .service(channel);
 //! let grpc = tonic::client::Grpc::new(stack); // or a generated client's `new(stack)`
@@ -119,6 +121,14 @@
 //!   pushback forbids the retry (gRFC A6), and the action ends as
 //!   `not_retryable`. The trail records the translation
 //!   ([`EventKind::Translated`]).
+//! * **A status in trailers.** An answer that sends its initial metadata
+//!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`], below
+//!   the retry layer, reads the first frame of such an answer so that
+//!   trailers with no message are read like a Trailers-Only head (see
+//!   [`grpc_peek`]). `success` means the service *began an answer* with no
+//!   error status; a stream whose final `grpc-status` is not OK has its
+//!   [`ReportSlot`] report corrected to `not_retryable` when that status
+//!   arrives.
 //! * **Where the report is.** On an OK call, in
 //!   `tonic::Response::extensions()`. A call that ends with a non-OK
 //!   `grpc-status` comes back as a `tonic::Status`, which keeps the headers
