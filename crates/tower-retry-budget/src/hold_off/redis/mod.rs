@@ -20,7 +20,10 @@
 //!   from one host is read by another.
 //! * **The maximum hold applies** to what comes from Redis too, and the key
 //!   is `scheme://host:port` (never credentials) under an optional
-//!   namespace (a tenant, a hash of the API token: never the token).
+//!   namespace (a tenant, a hash of the API token: never the token):
+//!   `retry-budget:hold-off:NAMESPACE:scheme://host:port` (`NAMESPACE`
+//!   empty when none is set), announced on the channel
+//!   `retry-budget:hold-off-channel:NAMESPACE`.
 //! * **Faults.** Every Redis operation is bounded
 //!   ([`DEFAULT_REDIS_OP_TIMEOUT`], 50 ms). When Redis is slow, down or
 //!   refusing, each process keeps working on its local map alone, and
