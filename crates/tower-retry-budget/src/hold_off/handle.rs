@@ -176,7 +176,7 @@ impl Sink {
         let map = HoldOff { inner };
         let now = Instant::now();
         let hold = hold.min(map.inner.max_hold);
-        if let Some(until) = now.checked_add(hold) {
+        if let Some(until) = crate::clock::after(now, hold) {
             map.lock().hold(now, &lowercase(authority), until);
         }
         Some(())
