@@ -96,9 +96,7 @@ fn hot_path(
         "redis" => runtime.block_on(shared(url, &format!("hot-path-{}", std::process::id())))?,
         _ => return Err("the store is local or redis".into()),
     };
-    let inner = service_fn(|_: Request<()>| async {
-        Ok::<_, Infallible>(Response::new(()))
-    });
+    let inner = service_fn(|_: Request<()>| async { Ok::<_, Infallible>(Response::new(())) });
     let mut service = RetryBudgetLayer::new(Policy::default())
         .hold_off(hold_off.clone())
         .layer(inner);
