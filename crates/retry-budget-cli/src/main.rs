@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 mod demo;
 mod get;
 mod progress;
+mod proxy;
 mod replay;
 mod table;
 mod tls;
@@ -39,6 +40,9 @@ enum Command {
     /// Play a case of the given schedules on a local server in real time,
     /// and run `get` against it.
     Demo(demo::Args),
+    /// Serve as a reverse proxy (sidecar) that sends every request to the
+    /// upstream through the retry budget, with metrics on an admin address.
+    Proxy(proxy::Args),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +59,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::Get(args) => get::run(args),
         Command::Demo(args) => demo::run(&args),
+        Command::Proxy(args) => proxy::run(args),
     }
 }
 
