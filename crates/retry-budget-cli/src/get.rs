@@ -174,7 +174,7 @@ fn policy(args: &Args) -> Result<Policy, String> {
         .map_err(|e| {
             let flag = match e {
                 PolicyError::ZeroBudget => "--budget",
-                PolicyError::ZeroAttempts => "--max-attempts",
+                PolicyError::ZeroAttempts | PolicyError::TooManyAttempts { .. } => "--max-attempts",
                 PolicyError::ZeroAttemptCap | PolicyError::CapExceedsBudget { .. } => {
                     "--attempt-timeout"
                 }

@@ -29,6 +29,7 @@
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
+//! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
 //! | `replay.rs` | the arithmetic model over given data |
 //!
 //! ```
@@ -53,6 +54,7 @@
 #![warn(missing_docs)]
 
 mod action;
+mod after_data;
 mod category;
 mod outcome;
 mod policy;
@@ -70,7 +72,7 @@ pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{
     Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
 };
 pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;

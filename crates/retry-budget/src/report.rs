@@ -110,6 +110,7 @@ impl Report {
         let attempt = self.attempts_started;
         match self.outcome {
             Outcome::Success => "Finished: the service answered.".into(),
+            Outcome::NotRetryable if self.failed_after_data() => "Failed after the answer began: the service ended it with an error status (not retried once an answer has begun).".into(),
             Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),

@@ -118,6 +118,22 @@ pub enum EventKind {
         /// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`.
         from: String,
     },
+    /// A status that arrived after the response had been returned to the
+    /// caller as a success, and after part of its answer (gRPC: a non-OK
+    /// `grpc-status` in the trailers after messages). Nothing can be retried
+    /// any more; the report is corrected by
+    /// [`Report::status_after_data`](crate::Report::status_after_data).
+    /// Recorded after the `stopped` event.
+    StatusAfterData {
+        /// 1-based number of the attempt whose answer failed.
+        attempt: u32,
+        /// The HTTP equivalent of the late status (gRPC RESOURCE_EXHAUSTED:
+        /// `429`).
+        status: u16,
+        /// What the service actually sent, e.g. `grpc-status 13 (INTERNAL),
+        /// no grpc-retry-pushback-ms`.
+        from: String,
+    },
     /// The action stopped.
     Stopped {
         /// Why.

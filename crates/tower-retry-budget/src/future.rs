@@ -17,6 +17,8 @@
 //! refusal ends the action as `retry_throttled`), and a first attempt delayed
 //! by a hold-off starts in the `Waiting` state.
 
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -31,8 +33,10 @@ use tower::Service;
 
 use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference};
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
+use crate::observer::Watch;
 use crate::replay::BodyReplay;
 use crate::report_slot::ReportSlot;
 use crate::request;
@@ -55,7 +59,7 @@ enum State {
 /// Everything a budgeted request carries besides its pinned parts.
 pub(crate) struct Budgeted<S, B, C, G, R> {
     pub(crate) action: Action,
-    pub(crate) origin: Instant,
+    pub(crate) clock: Clock,
     pub(crate) service: S,
     /// The request to copy for the next retry; `None` once no retry can
     /// follow.
@@ -73,17 +77,15 @@ pub(crate) struct Budgeted<S, B, C, G, R> {
     pub(crate) signal: G,
     /// The caller's slot for the report, if it put one in the request.
     pub(crate) slot: Option<ReportSlot>,
+    /// The layer's observer and this action's id, if any.
+    pub(crate) watch: Option<Watch>,
 }
 
 impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
-    fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
-    }
-
     /// Feeds one input to the action and traces the events it added.
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
-        let now = self.elapsed();
-        crate::trace::step(&mut self.action, now, input)
+        let now = self.clock.elapsed();
+        crate::trace::step(&mut self.action, now, self.watch.as_ref(), input)
     }
 
     /// The report of the stopped action, moving its trail out (a copy goes
@@ -91,8 +93,8 @@ impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
     fn report(&mut self) -> Option<Report> {
         let fresh = Action::with_seed(*self.action.policy(), 0);
         let report = std::mem::replace(&mut self.action, fresh).into_report();
-        if let (Some(slot), Some(report)) = (&self.slot, &report) {
-            slot.fill(report.clone());
+        if let Some(report) = &report {
+            finished(report, self.slot.as_ref(), self.watch.as_ref());
         }
         report
     }
@@ -148,8 +150,8 @@ pin_project! {
         timer: Option<Sleep>,
         #[pin]
         cancelled: Option<WaitForCancellationFutureOwned>,
-        // The deadline of the attempt in flight.
-        deadline: Instant,
+        // The deadline of the attempt in flight (`None`: never).
+        deadline: Option<Instant>,
         state: State,
         ctx: Budgeted<S, B, C, G, S::Response>,
     }
@@ -164,7 +166,7 @@ pin_project! {
             let this = this.project();
             if *this.state != State::Done {
                 this.ctx.step(|action, now| action.caller_left(now));
-                if this.ctx.slot.is_some() {
+                if this.ctx.slot.is_some() || this.ctx.watch.is_some() {
                     this.ctx.report();
                 }
             }
@@ -172,11 +174,13 @@ pin_project! {
     }
 }
 
-/// Points the timer at `at`, creating it on first use.
-fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
-    match timer.as_mut().as_pin_mut() {
-        Some(sleep) => sleep.reset(at),
-        None => timer.set(Some(tokio::time::sleep_until(at))),
+/// Points the timer at `at`, creating it on first use; "never" (`None`)
+/// disarms it.
+fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Option<Instant>) {
+    match (timer.as_mut().as_pin_mut(), at) {
+        (Some(sleep), Some(at)) => sleep.reset(at),
+        (None, Some(at)) => timer.set(Some(tokio::time::sleep_until(at))),
+        (_, None) => timer.set(None),
     }
 }
 
@@ -209,7 +213,7 @@ where
                     future: Some(future),
                     timer: None,
                     cancelled,
-                    deadline: ctx.origin + deadline,
+                    deadline: ctx.clock.at(deadline),
                     state: State::InFlight,
                     ctx,
                 }),
@@ -227,9 +231,9 @@ where
             kind: Kind::Budgeted {
                 attempts: Box::pin(Attempts {
                     future: None,
-                    timer: Some(tokio::time::sleep_until(ctx.origin + until)),
+                    timer: ctx.clock.at(until).map(tokio::time::sleep_until),
                     cancelled,
-                    deadline: ctx.origin,
+                    deadline: None,
                     state: State::Waiting,
                     ctx,
                 }),
@@ -331,7 +335,7 @@ where
                             if let (Some((map, key)), Some(until)) =
                                 (&ctx.hold_off, ctx.action.server_asked_until())
                             {
-                                map.hold(key, ctx.origin + until);
+                                map.hold(key, ctx.clock.at_or_far(until));
                             }
                             if let (Decision::WaitUntil(_), Some(budget)) = (decision, &ctx.budget)
                             {
@@ -340,7 +344,7 @@ where
                                 }
                             }
                             if let Decision::WaitUntil(until) = decision {
-                                arm(timer.as_mut(), ctx.origin + until);
+                                arm(timer.as_mut(), ctx.clock.at(until));
                                 ctx.last_response = Some(response);
                                 *state = State::Waiting;
                                 continue;
@@ -383,10 +387,10 @@ where
                         Decision::StartNow => {
                             // Wait for readiness no longer than the latest start.
                             let latest = ctx.action.latest_start();
-                            arm(timer.as_mut(), ctx.origin + latest);
+                            arm(timer.as_mut(), ctx.clock.at(latest));
                             *state = State::Readying;
                         }
-                        Decision::WaitUntil(until) => arm(timer.as_mut(), ctx.origin + until),
+                        Decision::WaitUntil(until) => arm(timer.as_mut(), ctx.clock.at(until)),
                         Decision::AwaitResponse { .. } | Decision::Stop(_) => {
                             *state = State::Done;
                             return Poll::Ready(finish_without_attempt(ctx));
@@ -418,7 +422,7 @@ where
                                 }
                                 ctx.last_response = None;
                                 future.set(Some(ctx.service.call(request)));
-                                *deadline = ctx.origin + deadline_at;
+                                *deadline = ctx.clock.at(deadline_at);
                                 arm(timer.as_mut(), *deadline);
                                 *state = State::InFlight;
                             }
@@ -447,7 +451,7 @@ where
                             }
                             _ => {
                                 let latest = ctx.action.latest_start();
-                                arm(timer.as_mut(), ctx.origin + latest);
+                                arm(timer.as_mut(), ctx.clock.at(latest));
                             }
                         }
                     }
@@ -476,4 +480,15 @@ fn with_report<ResB>(mut response: Response<ResB>, report: Option<Report>) -> Re
         response.extensions_mut().insert(report);
     }
     response
+}
+
+/// Hands a finished action's report to whoever asked for it: the caller's
+/// slot and the observer.
+pub(crate) fn finished(report: &Report, slot: Option<&ReportSlot>, watch: Option<&Watch>) {
+    if let Some(slot) = slot {
+        slot.fill(report.clone());
+    }
+    if let Some(watch) = watch {
+        watch.report(report);
+    }
 }

@@ -10,6 +10,7 @@ use tower::Layer;
 use crate::budget::SharedBudget;
 use crate::calendar::{DateReference, SystemCalendar};
 use crate::hold_off::HoldOff;
+use crate::observer::{Observer, SharedObserver};
 use crate::signal::{HttpSignal, RetrySignal};
 use crate::RetryBudget;
 
@@ -44,6 +45,7 @@ pub(crate) struct ClientState {
     pub(crate) budget: Option<SharedBudget>,
     pub(crate) hold_off: Option<HoldOff>,
     pub(crate) seeds: Option<Arc<Seeds>>,
+    pub(crate) observer: Option<SharedObserver>,
 }
 
 impl ClientState {
@@ -51,6 +53,7 @@ impl ClientState {
         budget: None,
         hold_off: None,
         seeds: None,
+        observer: None,
     };
 }
 
@@ -161,6 +164,18 @@ impl<C, G> RetryBudgetLayer<C, G> {
             base: seed,
             next: AtomicU64::new(0),
         }));
+        self
+    }
+
+    /// Hands every step of every budgeted action (typed
+    /// [`Event`](retry_budget::Event)s with the request's [`ActionId`]) and
+    /// every final report to `observer`: see [`Observer`]. The layer's clones and the
+    /// services it makes share it, and share one id counter.
+    ///
+    /// [`ActionId`]: crate::ActionId
+    /// [`Observer`]: crate::Observer
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.client.observer = Some(SharedObserver::new(observer));
         self
     }
 

@@ -1,20 +1,23 @@
 //! The [`RetryBudget`] service: decides, per request, whether it is budgeted
 //! at all, and builds the response future.
 
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
 use retry_budget::{Action, Decision, Policy};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::Service;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
-use crate::future::{Budgeted, ResponseFuture};
+use crate::future::{finished, Budgeted, ResponseFuture};
 use crate::hold_off::authority_of;
 use crate::layer::ClientState;
+use crate::observer::{ActionId, Watch};
 use crate::report_slot::ReportSlot;
 use crate::request;
 use crate::signal::{HttpSignal, RetrySignal};
@@ -104,18 +107,20 @@ impl<S, C, G> RetryBudget<S, C, G> {
 
 impl<S: Clone, C: Clone, G: Clone> RetryBudget<S, C, G> {
     /// The state a budgeted request carries, with this service's settings.
+    #[allow(clippy::too_many_arguments)] // gone with the state machine rewrite
     fn budgeted<B, R>(
         &self,
         action: Action,
-        origin: Instant,
+        clock: Clock,
         service: S,
         template: Option<Request<B>>,
         hold_off: Option<(crate::HoldOff, String)>,
         slot: Option<ReportSlot>,
+        watch: Option<Watch>,
     ) -> Budgeted<S, B, C, G, R> {
         Budgeted {
             action,
-            origin,
+            clock,
             service,
             template,
             calendar: self.calendar.clone(),
@@ -125,6 +130,7 @@ impl<S: Clone, C: Clone, G: Clone> RetryBudget<S, C, G> {
             hold_off,
             signal: self.signal.clone(),
             slot,
+            watch,
         }
     }
 }
@@ -157,11 +163,16 @@ where
             .cloned()
             .map(CancellationToken::cancelled_owned);
         let slot = request.extensions().get::<ReportSlot>().cloned();
+        let watch = self
+            .client
+            .observer
+            .as_ref()
+            .map(|observer| observer.watch(request.extensions().get::<ActionId>().copied()));
         let mut action = match &self.client.seeds {
             Some(seeds) => Action::with_seed(self.policy, seeds.next()),
             None => Action::new(self.policy),
         };
-        let origin = Instant::now();
+        let clock = Clock::start();
         let hold_off = self
             .client
             .hold_off
@@ -171,9 +182,11 @@ where
         if let Some(until) = held_until {
             // The service asked the client to wait: the core decides whether
             // the first attempt waits or is never sent.
-            let wait = until.saturating_duration_since(origin);
+            let wait = clock.since(until);
             let decision =
-                crate::trace::step(&mut action, Duration::ZERO, |a, now| a.hold_off(now, wait));
+                crate::trace::step(&mut action, Duration::ZERO, watch.as_ref(), |a, now| {
+                    a.hold_off(now, wait)
+                });
             match decision {
                 Decision::WaitUntil(at) => {
                     // Sent later, on a clone made ready then. The service made
@@ -181,13 +194,14 @@ where
                     // concurrency limit) is released during the wait.
                     let fresh = self.inner.clone();
                     drop(std::mem::replace(&mut self.inner, fresh.clone()));
-                    let ctx = self.budgeted(action, origin, fresh, Some(request), hold_off, slot);
+                    let ctx =
+                        self.budgeted(action, clock, fresh, Some(request), hold_off, slot, watch);
                     return ResponseFuture::deferred(at, cancelled, ctx);
                 }
                 Decision::Stop(_) => {
                     let report = action.into_report();
-                    if let (Some(slot), Some(report)) = (&slot, &report) {
-                        slot.fill(report.clone());
+                    if let Some(report) = &report {
+                        finished(report, slot.as_ref(), watch.as_ref());
                     }
                     return ResponseFuture::stopped(Error::new(ErrorKind::NotSent, report));
                 }
@@ -196,7 +210,12 @@ where
         }
         // A copy only if a retry can ever follow.
         let template = (self.policy.max_attempts() > 1).then(|| request::copy(&request));
-        let started = crate::trace::step(&mut action, Duration::ZERO, Action::attempt_started);
+        let started = crate::trace::step(
+            &mut action,
+            Duration::ZERO,
+            watch.as_ref(),
+            Action::attempt_started,
+        );
         let deadline = match started {
             Decision::AwaitResponse { deadline, .. } => deadline,
             // A validated policy always fits its first attempt.
@@ -209,7 +228,7 @@ where
         let clone = self.inner.clone();
         let mut ready = std::mem::replace(&mut self.inner, clone);
         let future = ready.call(request);
-        let ctx = self.budgeted(action, origin, ready, template, hold_off, slot);
+        let ctx = self.budgeted(action, clock, ready, template, hold_off, slot, watch);
         ResponseFuture::budgeted(future, deadline, cancelled, ctx)
     }
 }
