@@ -700,6 +700,13 @@ async fn sigterm_lets_the_action_in_flight_finish_then_exits_0() {
     let proxy = Proxy::start(&upstream, &[]);
     let in_flight = tokio::spawn(send(get(&proxy.url("/resource"))));
     upstream.wait_for(1).await;
+    // The observer moves the gauges while the action waits.
+    let started = Instant::now();
+    while proxy.metric("retry_budget_actions_waiting").await != 1.0 {
+        assert!(started.elapsed() < PATIENCE, "{}", proxy.metrics().await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(proxy.metric("retry_budget_actions_in_flight").await, 1.0);
     proxy.signal("TERM");
     proxy.wait_line("SIGTERM: no new connections");
 

@@ -27,7 +27,7 @@ use retry_budget::{EventKind, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tower_retry_budget::{Error, ErrorKind, Idempotent, ReportSlot};
+use tower_retry_budget::{ActionId, Error, ErrorKind, Idempotent, ReportSlot};
 use tracing::Instrument;
 
 use super::args::{Config, LogFormat};
@@ -35,7 +35,6 @@ use super::attempt::{AttemptCounter, ATTEMPT};
 use super::deadline::{self, CallerDeadline};
 use super::hop;
 use super::log::ActionLine;
-use super::metrics::Metrics;
 use super::redact::redact_uri;
 use super::stack::Stack;
 
@@ -60,21 +59,19 @@ pub struct Proxy {
     /// Fired when the drain time is over: actions still running stop as
     /// `cancelled`.
     pub cancel: CancellationToken,
-    /// Numbers actions for the observer.
+    /// Numbers actions for the observer (one per request, whatever layer
+    /// instance serves it).
     next_id: AtomicU64,
-    /// The metrics.
-    metrics: Metrics,
 }
 
 impl Proxy {
     /// The shared state of the handlers.
-    pub fn new(config: Config, stack: Stack, metrics: Metrics) -> Self {
+    pub fn new(config: Config, stack: Stack) -> Self {
         Self {
             config,
             stack,
             cancel: CancellationToken::new(),
             next_id: AtomicU64::new(0),
-            metrics,
         }
     }
 }
@@ -156,7 +153,7 @@ pub async fn handle(
         // the same operation.
         extensions.insert(Idempotent);
     }
-    let id = proxy.next_id.fetch_add(1, Ordering::Relaxed);
+    extensions.insert(ActionId(proxy.next_id.fetch_add(1, Ordering::Relaxed)));
 
     let span = tracing::info_span!(
         target: "retry_budget::proxy",
@@ -197,11 +194,6 @@ pub async fn handle(
             span.record("http.response.status_code", status);
         }
         pending.log(&report);
-        // Interim, until the layer's observer is merged: the trail at the end.
-        for event in &report.events {
-            proxy.metrics.event(id, event);
-        }
-        proxy.metrics.report(&report);
     }
     Ok(response)
 }

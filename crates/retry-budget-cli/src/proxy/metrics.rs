@@ -25,6 +25,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use retry_budget::{Event, EventKind, Report, WaitBasis};
+use tower_retry_budget::{ActionId, Observer};
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -263,6 +264,18 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);
         text
+    }
+}
+
+/// The layer's typed observer feeds the metrics: every event as recorded
+/// (so the gauges move while actions run), every report once.
+impl Observer for Metrics {
+    fn on_event(&self, id: ActionId, event: &Event) {
+        self.event(id.0, event);
+    }
+
+    fn on_report(&self, _id: ActionId, report: &Report) {
+        self.report(report);
     }
 }
 

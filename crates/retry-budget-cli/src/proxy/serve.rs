@@ -80,7 +80,7 @@ async fn serve(config: Config) -> Result<(), String> {
         .map_err(|e| format!("--admin: {e}"))?;
 
     let metrics = Metrics::new();
-    let stack = Stack::new(&config)?;
+    let stack = Stack::new(&config, metrics.clone())?;
     let drain = config.drain;
     eprintln!(
         "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c), admin on {admin}, upstream {}; \
@@ -90,7 +90,7 @@ async fn serve(config: Config) -> Result<(), String> {
         config.policy.max_attempts(),
         Secs(config.policy.attempt_cap()),
     );
-    let proxy = Arc::new(Proxy::new(config, stack, metrics.clone()));
+    let proxy = Arc::new(Proxy::new(config, stack));
     let ready = Arc::new(AtomicBool::new(true));
     let admin_task = tokio::spawn(
         Admin {

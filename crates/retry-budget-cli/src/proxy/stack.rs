@@ -15,9 +15,10 @@
 //! (the clones share the connection pool and the limit's semaphore). The
 //! retry layer is made per request, because a caller's deadline or a
 //! request that must go once gives that request its own [`Policy`]; what
-//! the actions share (client budget, hold-off map, observer) is passed in
-//! by handle, so the many-action parts work across requests as in one
-//! long-lived layer.
+//! the actions share (client budget, hold-off map, the metrics observer)
+//! is passed in by handle, so the many-action parts work across requests as
+//! in one long-lived layer. (The handler puts an `ActionId` in each
+//! request, so the observer's ids stay unique across these layers.)
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -39,6 +40,7 @@ use tower_retry_budget::{
 
 use super::args::Config;
 use super::attempt::{Attempt, AttemptLayer};
+use super::metrics::Metrics;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<Incoming>;
@@ -83,6 +85,7 @@ pub struct Stack {
     calendar: ProxyCalendar,
     client_budget: Option<ClientBudget>,
     hold_off: Option<HoldOff>,
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for Stack {
@@ -107,7 +110,7 @@ impl Stack {
     /// # Errors
     ///
     /// A one-line message: the TLS roots could not be loaded.
-    pub fn new(config: &Config) -> Result<Self, String> {
+    pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
         let client = client(config)?;
         let below = ServiceBuilder::new()
             .option_layer(
@@ -126,12 +129,15 @@ impl Stack {
             },
             client_budget: config.client_budget.clone(),
             hold_off: hold_off(config),
+            metrics,
         })
     }
 
     /// The service for one request under `policy`.
     pub fn service(&self, policy: Policy) -> PerRequest {
-        let mut layer = RetryBudgetLayer::new(policy).calendar(self.calendar);
+        let mut layer = RetryBudgetLayer::new(policy)
+            .calendar(self.calendar)
+            .observer(self.metrics.clone());
         if let Some(budget) = &self.client_budget {
             layer = layer.client_budget(budget.clone());
         }
