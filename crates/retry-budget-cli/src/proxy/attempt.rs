@@ -190,4 +190,97 @@ mod tests {
         service.oneshot(again).await.unwrap();
         assert_eq!(*seen.lock().unwrap(), ["1", "2", "3"]);
     }
+
+    /// The fields of every span, by span id, as a subscriber sees them.
+    #[derive(Clone, Default)]
+    struct Spans(Arc<Mutex<Vec<(u64, String, Vec<(String, String)>)>>>);
+
+    struct Fields<'a>(&'a mut Vec<(String, String)>);
+
+    impl tracing::field::Visit for Fields<'_> {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            self.0.push((field.name().to_owned(), format!("{value:?}")));
+        }
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            self.0.push((field.name().to_owned(), value.to_owned()));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            id: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let mut fields = Vec::new();
+            attrs.record(&mut Fields(&mut fields));
+            let name = attrs.metadata().name().to_owned();
+            self.0.lock().unwrap().push((id.into_u64(), name, fields));
+        }
+
+        fn on_record(
+            &self,
+            id: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            let mut spans = self.0.lock().unwrap();
+            if let Some((_, _, fields)) = spans.iter_mut().find(|(i, _, _)| *i == id.into_u64()) {
+                values.record(&mut Fields(fields));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn each_attempt_is_a_span_with_the_otel_http_client_names() {
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let spans = Spans::default();
+        let _guard =
+            tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+        let calls = Arc::new(AtomicU32::new(0));
+        let upstream = tower::service_fn(move |_: Request<()>| {
+            let status = if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                429
+            } else {
+                200
+            };
+            async move {
+                let mut response = Response::new(());
+                *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                Ok::<_, Infallible>(response)
+            }
+        });
+        let service = AttemptLayer.layer(upstream);
+        let counter = AttemptCounter::default();
+        for _ in 0..2 {
+            let mut request = Request::get("http://u:p@127.0.0.1:9/x?token=t")
+                .body(())
+                .unwrap();
+            request.extensions_mut().insert(counter.clone());
+            service.clone().oneshot(request).await.unwrap();
+        }
+
+        let spans = spans.0.lock().unwrap();
+        assert_eq!(spans.len(), 2);
+        for (i, (_, name, fields)) in spans.iter().enumerate() {
+            assert_eq!(name, "http.client.attempt");
+            let field = |key: &str| {
+                fields
+                    .iter()
+                    .find(|(k, _)| k == key)
+                    .map(|(_, v)| v.as_str())
+            };
+            assert_eq!(field("http.request.method"), Some("GET"));
+            assert_eq!(
+                field("url.full"),
+                Some("http://127.0.0.1:9/x?token=REDACTED")
+            );
+            assert_eq!(field("otel.kind"), Some("client"));
+            assert_eq!(field("http.response.status_code"), Some(["429", "200"][i]));
+            // Set on resends only, as OpenTelemetry asks.
+            assert_eq!(field("http.request.resend_count"), [None, Some("1")][i]);
+        }
+    }
 }
