@@ -193,7 +193,10 @@ mod tests {
 
     /// The fields of every span, by span id, as a subscriber sees them.
     #[derive(Clone, Default)]
-    struct Spans(Arc<Mutex<Vec<(u64, String, Vec<(String, String)>)>>>);
+    struct Spans(Arc<Mutex<Vec<Recorded>>>);
+
+    /// A span's id, name and fields.
+    type Recorded = (u64, String, Vec<(String, String)>);
 
     struct Fields<'a>(&'a mut Vec<(String, String)>);
 
