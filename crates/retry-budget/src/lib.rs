@@ -18,7 +18,7 @@
 //! There is no async runtime and no I/O here: [`Action`] is a state machine
 //! that takes elapsed time and the calendar reading as inputs. The tower
 //! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
-//! [`replay`] module feeds it scripted data.
+//! `replay` module (feature `replay`) feeds it scripted data.
 //!
 //! | file | job |
 //! |---|---|
@@ -61,13 +61,15 @@ mod policy;
 pub mod ratio;
 mod report;
 mod retry_after;
+#[cfg(feature = "serde")]
 mod secs;
 mod status;
 mod trail;
 
+#[cfg(feature = "replay")]
 pub mod replay;
 
-pub use action::{Action, Decision};
+pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
 pub use outcome::Outcome;
 pub use policy::{

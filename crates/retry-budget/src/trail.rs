@@ -6,27 +6,33 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
 use crate::{Outcome, RetryAfter};
 
 /// One step of an action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Event {
     /// Elapsed time since the action's first start.
-    #[serde(rename = "at_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "at_s", serialize_with = "crate::secs::ser")
+    )]
     pub at: Duration,
     /// The budget left at `at` (`total_budget - at`, never negative).
-    #[serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")
+    )]
     pub remaining_budget: Duration,
     /// What happened.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub kind: EventKind,
 }
 
 /// What happened at one step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum EventKind {
     /// An attempt was sent; its full cap is reserved up to `reservation_end`.
@@ -34,7 +40,10 @@ pub enum EventKind {
         /// 1-based attempt number.
         attempt: u32,
         /// The attempt's deadline, `at + cap`.
-        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
+        )]
         reservation_end: Duration,
     },
     /// A response arrived.
@@ -49,13 +58,22 @@ pub enum EventKind {
     /// A wait was planned (the next attempt fits).
     WaitPlanned {
         /// How long, from `at`.
-        #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+        )]
         wait: Duration,
         /// The earliest next start.
-        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
         until: Duration,
         /// Where the next attempt's reservation would end.
-        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
+        )]
         reservation_end: Duration,
         /// Why this long.
         basis: WaitBasis,
@@ -63,17 +81,26 @@ pub enum EventKind {
     /// The timer fired; the wait actually spent ran from `waited_from` to `at`.
     Woke {
         /// When the wait began.
-        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")
+        )]
         waited_from: Duration,
         /// How late the timer fired compared with the plan.
-        #[serde(rename = "late_by_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "late_by_s", serialize_with = "crate::secs::ser")
+        )]
         late_by: Duration,
     },
     /// The caller left. If it left during a wait, the wait actually spent ran
     /// from `waited_from` to `at`.
     CallerLeft {
         /// When the interrupted wait began, if one was interrupted.
-        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")
+        )]
         waited_from: Option<Duration>,
     },
     /// The attempt ran past its cap and was abandoned.
@@ -97,7 +124,10 @@ pub enum EventKind {
     /// reservation would not fit after that: nothing is sent.
     HeldOff {
         /// When the service's hold-off ends.
-        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
         until: Duration,
     },
     /// The server forbade retrying the response of this attempt (gRPC: a
@@ -142,15 +172,19 @@ pub enum EventKind {
 }
 
 /// Why a wait is as long as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "source", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "source", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum WaitBasis {
     /// The server's delay, raised to the local floor if shorter.
     Server {
         /// The delay the server asked for (for a date: date − calendar time
         /// at receipt, never negative).
-        #[serde(rename = "requested_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
         requested: Duration,
     },
     /// No usable `Retry-After`: `base^completed` seconds (capped, if the
@@ -165,7 +199,10 @@ pub enum WaitBasis {
         /// Attempts completed so far.
         completed: u32,
         /// The fallback wait before jitter.
-        #[serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")
+        )]
         unjittered: Duration,
     },
     /// Before the first attempt: another action to the same service was
@@ -174,21 +211,25 @@ pub enum WaitBasis {
 }
 
 /// The `Retry-After` of a response, as recorded in the trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "form", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "form", rename_all = "snake_case"))]
 pub enum RetryAfterSeen {
     /// No header.
     Missing,
     /// `delay-seconds`.
     Seconds {
         /// The delay.
-        #[serde(rename = "value_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "value_s", serialize_with = "crate::secs::ser")
+        )]
         value: Duration,
     },
     /// An HTTP-date (written back as IMF-fixdate).
     Date {
         /// The date.
-        #[serde(serialize_with = "ser_date")]
+        #[cfg_attr(feature = "serde", serde(serialize_with = "ser_date"))]
         date: SystemTime,
     },
     /// Not usable; the raw value is kept.
@@ -211,6 +252,7 @@ impl From<&RetryAfter> for RetryAfterSeen {
     }
 }
 
+#[cfg(feature = "serde")]
 fn ser_date<S: serde::Serializer>(date: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&httpdate::fmt_http_date(*date))
 }

@@ -169,6 +169,7 @@
 pub mod budget;
 mod builder;
 mod calendar;
+#[cfg(feature = "tower-http")]
 pub mod classify;
 mod clock;
 mod error;
@@ -185,6 +186,7 @@ pub mod report_slot;
 mod request;
 mod service;
 pub mod signal;
+#[cfg(feature = "single-flight")]
 pub mod single_flight;
 mod trace;
 

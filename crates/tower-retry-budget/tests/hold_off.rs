@@ -81,7 +81,7 @@ async fn a_huge_retry_after_holds_the_service_only_up_to_the_maximum_hold() {
     );
     assert_eq!(
         hold_off.until("http://svc.test:80"),
-        Some(start.checked_add(s(61)).unwrap()),
+        Some(start + s(61)),
         "cut to the maximum hold, 60 s after the 429"
     );
 
@@ -95,7 +95,7 @@ async fn a_huge_retry_after_holds_the_service_only_up_to_the_maximum_hold() {
     assert!(calls_to(&calls, "/b").is_empty());
 
     // C at 50 s: the hold ends at 61, C's first attempt waits for it.
-    tokio::time::sleep_until(start.checked_add(s(50)).unwrap()).await;
+    tokio::time::sleep_until(start + s(50)).await;
     let c = client
         .clone()
         .oneshot(get("http://svc.test/c"))

@@ -228,18 +228,12 @@ impl Args {
 }
 
 fn parse_upstream(text: &str) -> Result<Upstream, String> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| format!("not a URL ({e}); give one such as http://127.0.0.1:8080"))?;
-    let scheme = match uri.scheme_str() {
-        Some("http") => Scheme::HTTP,
-        Some("https") => Scheme::HTTPS,
-        Some(other) => {
-            return Err(format!(
-                "the scheme {other}: is not supported: http:// or https:// only"
-            ))
-        }
-        None => return Err("no scheme: give a full URL such as http://127.0.0.1:8080".into()),
+    // Scheme, host and port are checked as for `get`.
+    let uri = crate::url::parse(text)?;
+    let scheme = if uri.scheme() == Some(&Scheme::HTTPS) {
+        Scheme::HTTPS
+    } else {
+        Scheme::HTTP
     };
     let authority = uri.authority().ok_or("the URL has no host")?;
     if authority.as_str().contains('@') {
@@ -248,9 +242,6 @@ fn parse_upstream(text: &str) -> Result<Upstream, String> {
              let the caller send an Authorization header instead"
                 .into(),
         );
-    }
-    if authority.host().is_empty() {
-        return Err("the URL has no host".into());
     }
     if uri.query().is_some() {
         return Err("the URL has a query: give only scheme, host, port and a path prefix".into());
@@ -351,6 +342,7 @@ mod tests {
         assert!(err(&["--upstream", "http://u:p@a/"]).contains("credentials"));
         assert!(err(&["--upstream", "/path"]).contains("no scheme"));
         assert!(err(&["--upstream", "http://a/?q=1"]).contains("query"));
+        assert!(err(&["--upstream", "http://a:99999/"]).contains("port"));
         assert!(err(&["--upstream", "http://a/", "--max-attempts", "0"])
             .starts_with("--max-attempts: "));
         assert!(

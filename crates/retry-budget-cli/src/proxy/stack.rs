@@ -54,10 +54,7 @@ pub type Below =
 
 /// The service one request is sent through.
 pub type PerRequest = tower_retry_budget::ReplayBodyService<
-    tower::util::MapRequest<
-        RetryBudget<Below, ProxyCalendar>,
-        fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
-    >,
+    tower::util::MapRequest<RetryBudget<Below>, fn(Request<UpstreamBody>) -> Request<UpstreamBody>>,
 >;
 
 /// The calendar clock chosen by `--untrusted-clock`.

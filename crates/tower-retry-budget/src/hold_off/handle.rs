@@ -91,11 +91,11 @@ impl HoldOff {
         self.inner.capacity
     }
 
-    /// `until`, or now + the maximum hold if that is sooner. Without a
-    /// raw `Instant + Duration`: if now + the maximum cannot be
+    /// `until`, or now + the maximum hold if that is sooner. Through the
+    /// crate's one saturating mapping: if now + the maximum cannot be
     /// represented, `until` (which can) is already sooner.
     fn clamp(&self, now: Instant, until: Instant) -> Instant {
-        match now.checked_add(self.inner.max_hold) {
+        match crate::clock::after(now, self.inner.max_hold) {
             Some(latest) => until.min(latest),
             None => until,
         }
@@ -150,18 +150,18 @@ mod tests {
     async fn the_map_stays_bounded_and_keeps_the_longest_hold_offs() {
         let map = HoldOff::new(2).unwrap();
         let now = Instant::now();
-        map.hold("a:80", now.checked_add(secs(5)).unwrap());
-        map.hold("b:80", now.checked_add(secs(9)).unwrap());
-        map.hold("c:80", now.checked_add(secs(7)).unwrap());
+        map.hold("a:80", now + secs(5));
+        map.hold("b:80", now + secs(9));
+        map.hold("c:80", now + secs(7));
         assert_eq!(map.len(), 2);
         assert_eq!(map.until("a:80"), None, "the soonest was forgotten");
-        assert_eq!(map.until("C:80"), Some(now.checked_add(secs(7)).unwrap()));
+        assert_eq!(map.until("C:80"), Some(now + secs(7)));
         // Shorter than all it knows: not worth a place.
-        map.hold("d:80", now.checked_add(secs(1)).unwrap());
+        map.hold("d:80", now + secs(1));
         assert_eq!(map.until("d:80"), None);
         // Expired entries make room first.
         tokio::time::advance(secs(8)).await;
-        map.hold("e:80", Instant::now().checked_add(secs(1)).unwrap());
+        map.hold("e:80", Instant::now() + secs(1));
         assert_eq!(map.len(), 2);
         assert!(map.until("b:80").is_some() && map.until("e:80").is_some());
     }
@@ -170,14 +170,15 @@ mod tests {
     async fn the_later_hold_off_wins_and_past_ones_are_ignored() {
         let map = HoldOff::default();
         let now = Instant::now();
-        map.hold("a:80", now.checked_add(secs(5)).unwrap());
-        map.hold("a:80", now.checked_add(secs(3)).unwrap());
-        assert_eq!(map.until("a:80"), Some(now.checked_add(secs(5)).unwrap()));
+        map.hold("a:80", now + secs(5));
+        map.hold("a:80", now + secs(3));
+        assert_eq!(map.until("a:80"), Some(now + secs(5)));
         map.hold("b:80", now);
         assert!(map.until("b:80").is_none());
         assert_eq!(HoldOff::new(0).unwrap_err(), HoldOffError::ZeroCapacity);
     }
 
+    #[allow(clippy::disallowed_methods)] // walks to the clock's edge on purpose
     #[tokio::test(start_paused = true)]
     async fn a_hold_is_cut_to_the_maximum_and_any_instant_is_accepted() {
         let map = HoldOff::builder().max_hold(secs(60)).build().unwrap();
@@ -190,10 +191,7 @@ mod tests {
             }
         }
         map.hold("http://a:80", far);
-        assert_eq!(
-            map.until("http://a:80"),
-            Some(now.checked_add(secs(60)).unwrap())
-        );
+        assert_eq!(map.until("http://a:80"), Some(now + secs(60)));
         tokio::time::advance(secs(60)).await;
         assert_eq!(
             map.until("http://a:80"),

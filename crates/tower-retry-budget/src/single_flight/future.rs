@@ -156,7 +156,7 @@ where
             }
             // Past the runtime clock's range: no deadline ("never").
             let deadline = body_allowance(&head, *this.body_timeout)
-                .and_then(|allowance| Instant::now().checked_add(allowance));
+                .and_then(|allowance| crate::clock::after(Instant::now(), allowance));
             if let Some(deadline) = deadline {
                 this.deadline.set(Some(tokio::time::sleep_until(deadline)));
             }
