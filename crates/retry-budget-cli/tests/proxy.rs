@@ -76,6 +76,15 @@ struct Upstream {
 
 impl Upstream {
     fn start(reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(false, reply)
+    }
+
+    /// The same upstream speaking only HTTP/2 (h2c, prior knowledge).
+    fn start_h2(reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(true, reply)
+    }
+
+    fn serve(h2: bool, reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         listener.set_nonblocking(true).expect("non-blocking");
         let addr = listener.local_addr().expect("its address");
@@ -131,9 +140,14 @@ impl Upstream {
                                 Ok::<_, Infallible>(response)
                             }
                         });
-                        let _ = http1::Builder::new()
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
+                        let io = TokioIo::new(stream);
+                        let _ = if h2 {
+                            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                .serve_connection(io, service)
+                                .await
+                        } else {
+                            http1::Builder::new().serve_connection(io, service).await
+                        };
                     });
                 }
             });
@@ -794,4 +808,55 @@ async fn h2c_callers_are_served_too() {
     assert_eq!(answer.header("retry-budget-attempts"), "2");
     assert_eq!(answer.header("retry-budget-outcome"), "success");
     assert_eq!(upstream.count(), 2);
+}
+
+#[tokio::test]
+async fn a_caller_that_leaves_stops_its_action() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("2"),
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &[]);
+    let mut caller = TcpStream::connect(proxy.addr).unwrap();
+    caller
+        .write_all(b"GET /resource HTTP/1.1\r\nhost: proxy\r\n\r\n")
+        .unwrap();
+    upstream.wait_for(1).await;
+    // Gone during the wait for the retry.
+    drop(caller);
+    let line = proxy.wait_line(" outcome=");
+    assert!(line.contains(" outcome=cancelled attempts=1 "), "{line}");
+    assert!(line.ends_with(" last_status=429"), "{line}");
+    // No retry in the background: the wait would have ended by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(upstream.count(), 1);
+    let text = proxy.metrics().await;
+    assert_eq!(
+        metric(
+            &text,
+            "retry_budget_actions_total{outcome=\"cancelled\",category=\"cancelled\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "retry_budget_actions_in_flight"), 0.0);
+    assert_eq!(metric(&text, "retry_budget_actions_waiting"), 0.0);
+}
+
+#[tokio::test]
+async fn an_http2_upstream_is_reached_with_upstream_http2() {
+    let upstream = Upstream::start_h2(|_, n| match n {
+        0 => Reply::status(429).retry_after("1"),
+        _ => Reply::status(200).body("from h2\n"),
+    });
+    let proxy = Proxy::start(&upstream, &["--upstream-http2"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.text(), "from h2\n");
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(upstream.count(), 2);
+    assert!(upstream
+        .seen()
+        .iter()
+        .all(|s| s.header("retry-budget-attempt").is_some()));
 }
