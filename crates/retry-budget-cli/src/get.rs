@@ -59,6 +59,7 @@ use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, Progress, ProgressLayer, INDENT};
+use crate::signal_args::SignalArgs;
 use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
@@ -112,6 +113,8 @@ pub struct Args {
     /// Also show tower-http's trace events.
     #[arg(short, long)]
     verbose: bool,
+    #[command(flatten)]
+    signals: SignalArgs,
 }
 
 /// What to send.
@@ -128,7 +131,7 @@ pub struct Target {
 }
 
 /// How to send it and what to print.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// The budget.
     pub policy: Policy,
@@ -138,11 +141,16 @@ pub struct Options {
     pub json: bool,
     /// Show tower-http's trace events too.
     pub verbose: bool,
+    /// Reset headers to read (the spread is in the policy).
+    pub signals: SignalArgs,
 }
 
 /// Runs the command and returns the process's exit status.
 pub fn run(args: Args) -> ExitCode {
-    let checked = target(&args).and_then(|target| Ok((target, policy(&args)?)));
+    let checked = target(&args).and_then(|target| {
+        let policy = policy(&args).and_then(|p| args.signals.apply_policy(p))?;
+        Ok((target, policy))
+    });
     let (target, policy) = match checked {
         Ok(checked) => checked,
         Err(message) => return usage_error(&message),
@@ -152,6 +160,7 @@ pub fn run(args: Args) -> ExitCode {
         trusted_clock: !args.untrusted_clock,
         json: args.json,
         verbose: args.verbose,
+        signals: args.signals,
     };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
@@ -333,13 +342,15 @@ pub async fn fetch_to(
     let progress = Progress::new(console.clone(), &policy);
     let countdown = console.spawn_countdown();
     let (origin, result) = if options.trusted_clock {
-        let budget = RetryBudgetLayer::new(policy).observer(progress);
+        let budget = options
+            .signals
+            .apply(RetryBudgetLayer::new(policy).observer(progress));
         send(request, tls, sensitive, budget).await
     } else {
         let budget = RetryBudgetLayer::new(policy)
             .calendar(UntrustedCalendar)
             .observer(progress);
-        send(request, tls, sensitive, budget).await
+        send(request, tls, sensitive, options.signals.apply(budget)).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();

@@ -23,6 +23,7 @@ mod progress;
 mod proxy;
 mod redact;
 mod replay;
+mod signal_args;
 mod table;
 mod tls;
 mod url;

@@ -24,7 +24,9 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use retry_budget::{Event, EventKind, Policy, RetryAfterSeen, Secs, StatusSet, WaitBasis};
+use retry_budget::{
+    DelaySource, Event, EventKind, Policy, ResetRead, RetryAfterSeen, Secs, StatusSet, WaitBasis,
+};
 use tower_retry_budget::{ActionId, Observer};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
@@ -248,6 +250,24 @@ impl Progress {
                     WaitBasis::HoldOff => {
                         "hold-off: the service asked this client to wait".to_owned()
                     }
+                    WaitBasis::ResetHeader { requested } => {
+                        format!("reset header asked {}", Secs(*requested))
+                    }
+                    WaitBasis::ServerSpread {
+                        requested,
+                        from,
+                        extra,
+                    } => {
+                        let source = match from {
+                            DelaySource::ResetHeader => "reset header",
+                            _ => "server",
+                        };
+                        format!(
+                            "{source} asked {}, plus a random spread of {}",
+                            Secs(*requested),
+                            Secs(*extra)
+                        )
+                    }
                     other => format!("{other:?}"),
                 };
                 let countdown = Wait {
@@ -312,6 +332,58 @@ impl Progress {
                 format!("{at} {}: translated from {from}", attempt(*n)),
                 None,
             ),
+            EventKind::RetryAfterRepeated {
+                attempt: n,
+                values,
+                raw,
+            } => (
+                format!(
+                    "{at} {}: Retry-After repeated ({values} values: {raw}); the longest valid wait counts",
+                    attempt(*n)
+                ),
+                None,
+            ),
+            EventKind::LenientDate {
+                attempt: n,
+                raw,
+                tolerated,
+            } => (
+                format!(
+                    "{at} {}: Retry-After date read leniently ({tolerated}): {raw}",
+                    attempt(*n)
+                ),
+                None,
+            ),
+            EventKind::ResetHeader {
+                attempt: n,
+                header,
+                raw,
+                reading,
+                ..
+            } => {
+                let reading = match reading {
+                    ResetRead::Wait { wait, used: true } => format!("asks {}, used", Secs(*wait)),
+                    ResetRead::Wait { wait, used: false } => {
+                        format!("asks {}, not used (a longer wait counts)", Secs(*wait))
+                    }
+                    ResetRead::Ignored { why } => format!("ignored: {why}"),
+                };
+                (
+                    format!("{at} {}: reset header {header}: {raw} ({reading})", attempt(*n)),
+                    None,
+                )
+            }
+            EventKind::StatusAfterData {
+                attempt: n,
+                status,
+                from,
+            } => (
+                format!(
+                    "{at} {}: after the answer began, the service ended it with {from} (as HTTP {status})",
+                    attempt(*n)
+                ),
+                None,
+            ),
             EventKind::Stopped { outcome } => (format!("{at} stopped: {outcome}"), Some(None)),
             // A kind newer than this program.
             other => (format!("{at} {other:?}"), None),
@@ -338,6 +410,9 @@ fn retry_after_words(seen: &RetryAfterSeen) -> String {
             format!("{} (valid date)", httpdate::fmt_http_date(*date))
         }
         RetryAfterSeen::Invalid { raw } => format!("{raw} (invalid)"),
+        RetryAfterSeen::Unmeasured { raw } => {
+            format!("{raw} (a date no trusted clock can measure)")
+        }
     }
 }
 

@@ -41,7 +41,8 @@
 //!
 //! * **jitter** on the local fallback wait ([`Jitter`](crate::Jitter) in the
 //!   policy, drawn from this action's own seeded generator, see
-//!   [`Action::with_seed`]); a server's delay is never touched;
+//!   [`Action::with_seed`]); a server's delay is never shortened (an
+//!   opt-in [spread](crate::PolicyBuilder::spread) only lengthens it);
 //! * [`Action::retry_refused`]: a retry that fits this action's budget was
 //!   refused by a budget shared by all actions of the client (see
 //!   [`RatioBudget`](crate::RatioBudget)): stop as `retry_throttled`;
@@ -78,8 +79,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{Event, EventKind, RetryAfterSeen, WaitBasis};
-use crate::{Jitter, Outcome, Policy, Report, RetryAfter};
+use crate::trail::{DelaySource, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use crate::{Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter};
 
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +133,7 @@ pub struct Action {
     replay_blocked: bool,
     retry_forbidden: bool,
     told: Told,
+    reset_headers: Option<ResetHeaders>,
 }
 
 impl Action {
@@ -143,7 +145,7 @@ impl Action {
     /// refused together spread apart; use [`Action::with_seed`] for a
     /// reproducible schedule. Without jitter nothing random is ever read.
     pub fn new(policy: Policy) -> Self {
-        let seed = if policy.jitter() == Jitter::None {
+        let seed = if policy.jitter() == Jitter::None && policy.spread().is_zero() {
             0
         } else {
             fastrand::u64(..)
@@ -178,6 +180,7 @@ impl Action {
             latest: Duration::ZERO,
             replay_blocked: false,
             retry_forbidden: false,
+            reset_headers: None,
             attempts_started: 0,
             last_status: None,
             request_time: Duration::ZERO,
@@ -284,7 +287,17 @@ impl Action {
 
     /// A response arrived at `now` with this status and `Retry-After`.
     /// `calendar` is the trusted calendar time at receipt (`None` when there
-    /// is none), used only to turn an HTTP-date into a wait, once.
+    /// is none), used only to turn an HTTP-date (or a Unix-time reset
+    /// header) into a wait, once.
+    ///
+    /// For a status the policy retries, the server's delay is the longest
+    /// of the valid `Retry-After` values (several fields or a list: the
+    /// longest counts) and of the [reset headers](Self::reset_headers)
+    /// given for this response; it is read whatever happens next, so that
+    /// the report's [`server_requested_wait`](Report::server_requested_wait)
+    /// is always the last response's. Without one, the local fallback
+    /// applies. A [spread](crate::PolicyBuilder::spread) is added on top of
+    /// a server's delay.
     pub fn response(
         &mut self,
         now: Duration,
@@ -297,22 +310,37 @@ impl Action {
             return self.decision();
         };
         let forbidden = std::mem::take(&mut self.retry_forbidden);
+        let reset_headers = self.reset_headers.take();
         self.request_time += now - started;
         self.last_status = Some(status);
+        let retried = self.policy.retries(status);
         self.push(
             now,
             EventKind::Response {
                 attempt: self.attempts_started,
                 status,
-                retry_after: RetryAfterSeen::from(retry_after),
+                retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
             },
         );
 
-        self.server_asked_until = self
-            .server_delay(status, retry_after, calendar)
+        // What the server asked, read for a retried status (and a 429, for
+        // the shared hold-off) before any stop, so that the trail and the
+        // report say it whatever the stop reason.
+        let asked = if retried || status == 429 {
+            self.server_asked(now, retried, retry_after, reset_headers.as_ref(), calendar)
+        } else {
+            ServerAsked::Nothing
+        };
+        let requested = match asked {
+            ServerAsked::Wait { requested, .. } => Some(requested),
+            ServerAsked::Nothing | ServerAsked::Unmeasurable => None,
+        };
+        self.server_requested_wait = requested.filter(|_| retried);
+        self.server_asked_until = requested
+            .filter(|_| status == 429)
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
-        if !self.policy.retries(status) {
+        if !retried {
             let outcome = if (200..400).contains(&status) {
                 Outcome::Success
             } else {
@@ -335,24 +363,30 @@ impl Action {
         if self.replay_blocked {
             return self.stop(now, Outcome::NotReplayable);
         }
-        let basis = match retry_after {
-            RetryAfter::Seconds(delay) => WaitBasis::Server { requested: *delay },
-            RetryAfter::Date(date) => match calendar {
-                None => return self.stop(now, Outcome::ClockUntrusted),
-                Some(at_receipt) => WaitBasis::Server {
-                    requested: date.duration_since(at_receipt).unwrap_or(Duration::ZERO),
-                },
-            },
-            RetryAfter::Missing | RetryAfter::Invalid(_) => WaitBasis::Fallback {
-                completed: self.attempts_started,
-            },
-        };
-        let (wait, basis) = match basis {
-            WaitBasis::Server { requested } => {
-                self.server_requested_wait = Some(requested);
-                (requested.max(self.policy.min_wait()), basis)
+        let (wait, basis) = match asked {
+            ServerAsked::Unmeasurable => return self.stop(now, Outcome::ClockUntrusted),
+            ServerAsked::Wait { requested, from } => {
+                let floored = requested.max(self.policy.min_wait());
+                let spread = self.policy.spread();
+                if spread.is_zero() {
+                    let basis = match from {
+                        DelaySource::RetryAfter => WaitBasis::Server { requested },
+                        DelaySource::ResetHeader => WaitBasis::ResetHeader { requested },
+                    };
+                    (floored, basis)
+                } else {
+                    let extra = self.uniform(Duration::ZERO, spread);
+                    (
+                        floored.saturating_add(extra),
+                        WaitBasis::ServerSpread {
+                            requested,
+                            from,
+                            extra,
+                        },
+                    )
+                }
             }
-            _ => self.fallback(self.attempts_started),
+            ServerAsked::Nothing => self.fallback(self.attempts_started),
         };
         let until = now.saturating_add(wait);
         let Some(reservation_end) = self.reservation_end(until) else {
@@ -369,6 +403,128 @@ impl Action {
             },
         );
         self.decision()
+    }
+
+    /// The rate-limit reset headers of the response about to be given to
+    /// [`response`](Action::response), raw (the adapter finds them; see
+    /// [`ResetHeaders`] for the rule). Read only if that response's status
+    /// is one the policy retries; applies to the next response only.
+    /// Ignored unless an attempt is in flight.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Policy, ResetFormat, ResetHeaders, RetryAfter};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let mut headers = ResetHeaders::new(None);
+    /// headers.push("ratelimit-reset", ResetFormat::Seconds, b"5");
+    /// action.reset_headers(headers);
+    /// // No Retry-After: the reset header's 5 s instead of the 2 s fallback.
+    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::Missing, None);
+    /// assert_eq!(next, Decision::WaitUntil(Duration::from_secs(6)));
+    /// ```
+    pub fn reset_headers(&mut self, headers: ResetHeaders) {
+        if matches!(self.phase, Phase::InFlight { .. }) && !headers.is_empty() {
+            self.reset_headers = Some(headers);
+        }
+    }
+
+    /// What the server asked in this response: `Retry-After` (the longest
+    /// valid value) and the reset headers, compared as waits at receipt,
+    /// the longest counting. Records the details in the trail for a
+    /// retried status: a repeated field, lenient dates, every reset value.
+    fn server_asked(
+        &mut self,
+        now: Duration,
+        record: bool,
+        retry_after: &RetryAfter,
+        reset_headers: Option<&ResetHeaders>,
+        calendar: Option<SystemTime>,
+    ) -> ServerAsked {
+        let attempt = self.attempts_started;
+        if record {
+            if let RetryAfter::Repeated(repeated) = retry_after {
+                self.push(
+                    now,
+                    EventKind::RetryAfterRepeated {
+                        attempt,
+                        values: u32::try_from(repeated.values().len()).unwrap_or(u32::MAX),
+                        raw: repeated.raw().to_owned(),
+                    },
+                );
+            }
+            for date in retry_after.dates() {
+                let tolerated = date.tolerated(calendar);
+                if let (Some(raw), false) = (date.raw(), tolerated.is_empty()) {
+                    self.push(
+                        now,
+                        EventKind::LenientDate {
+                            attempt,
+                            raw: raw.to_owned(),
+                            tolerated: tolerated.to_string(),
+                        },
+                    );
+                }
+            }
+        }
+        let mut asked = match retry_after.asked(calendar) {
+            Asked::Nothing => ServerAsked::Nothing,
+            Asked::Unmeasurable => ServerAsked::Unmeasurable,
+            Asked::Wait(requested) => ServerAsked::Wait {
+                requested,
+                from: DelaySource::RetryAfter,
+            },
+        };
+        let Some(headers) = reset_headers else {
+            return asked;
+        };
+        let readings: Vec<_> = headers.read(calendar).collect();
+        // The longest reset wait, first of equals; used only if longer than
+        // a valid Retry-After (never shortening it).
+        let mut longest: Option<(usize, Duration)> = None;
+        for (i, (_, reading)) in readings.iter().enumerate() {
+            if let ResetReading::Wait(wait) = reading {
+                if longest.is_none_or(|(_, w)| *wait > w) {
+                    longest = Some((i, *wait));
+                }
+            }
+        }
+        let used = match (asked, longest) {
+            (ServerAsked::Nothing, Some((i, wait))) => Some((i, wait)),
+            (ServerAsked::Wait { requested, .. }, Some((i, wait))) if wait > requested => {
+                Some((i, wait))
+            }
+            _ => None,
+        };
+        if let Some((_, requested)) = used {
+            asked = ServerAsked::Wait {
+                requested,
+                from: DelaySource::ResetHeader,
+            };
+        }
+        if record {
+            for (i, (value, reading)) in readings.iter().enumerate() {
+                let reading = match reading {
+                    ResetReading::Wait(wait) => ResetRead::Wait {
+                        wait: *wait,
+                        used: used.is_some_and(|(u, _)| u == i),
+                    },
+                    ResetReading::Ignored(why) => ResetRead::Ignored { why: *why },
+                };
+                self.push(
+                    now,
+                    EventKind::ResetHeader {
+                        attempt,
+                        header: value.header().to_owned(),
+                        format: value.format(),
+                        raw: value.raw(),
+                        reading,
+                    },
+                );
+            }
+        }
+        asked
     }
 
     /// The wait's timer fired at `now` (on time or late). Re-checks from
@@ -475,7 +631,8 @@ impl Action {
     }
 
     /// After a `429` with a usable `Retry-After` (delay-seconds, or an
-    /// HTTP-date with a trusted calendar reading): the elapsed time until
+    /// HTTP-date with a trusted calendar reading) or
+    /// [reset header](Self::reset_headers): the elapsed time until
     /// which the service asked the client to wait, `receipt + max(min_wait,
     /// delay)`, whatever this action decided (it may have stopped because
     /// the wait does not fit). `None` otherwise, and again once the next
@@ -640,25 +797,6 @@ impl Action {
             events: self.events,
             shared_with: 0,
         })
-    }
-
-    /// The server's delay in a `429`'s `Retry-After`, if usable.
-    fn server_delay(
-        &self,
-        status: u16,
-        retry_after: &RetryAfter,
-        calendar: Option<SystemTime>,
-    ) -> Option<Duration> {
-        if status != 429 {
-            return None;
-        }
-        match retry_after {
-            RetryAfter::Seconds(delay) => Some(*delay),
-            RetryAfter::Date(date) => {
-                calendar.map(|at_receipt| date.duration_since(at_receipt).unwrap_or(Duration::ZERO))
-            }
-            RetryAfter::Missing | RetryAfter::Invalid(_) => None,
-        }
     }
 
     /// The local fallback wait after `completed` attempts, spread by the
@@ -908,4 +1046,18 @@ impl Action {
             hold_until,
         }
     }
+}
+
+/// What the server asked in one response, measured at receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerAsked {
+    /// Nothing usable: the local fallback applies.
+    Nothing,
+    /// A date that no trusted calendar reading can measure.
+    Unmeasurable,
+    /// This delay, from this header.
+    Wait {
+        requested: Duration,
+        from: DelaySource,
+    },
 }

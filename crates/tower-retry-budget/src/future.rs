@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{Action, Decision, Report, RetryAfter};
+use retry_budget::{Action, Decision, Report, ResetHeaders};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower::Service;
@@ -232,13 +232,18 @@ impl<S, B> Ctx<S, B> {
     /// the response carries a date), whether the request can still be sent
     /// again in full. Answers the core's decision.
     fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
-        let (status, retry_after, forbidden, translated) = self
+        let (status, retry_after, forbidden, translated, resets) = self
             .config
             .read(response.status(), response.headers())
             .into_parts();
-        let calendar = match retry_after {
-            RetryAfter::Date(_) => self.config.calendar_reading(response.headers()),
-            _ => None,
+        // The calendar clock is read only when the core needs it: a date,
+        // or a reset header given as a Unix time.
+        let needs_calendar = retry_after.needs_calendar()
+            || resets.as_ref().is_some_and(ResetHeaders::needs_calendar);
+        let calendar = if needs_calendar {
+            self.config.calendar_reading(response.headers())
+        } else {
+            None
         };
         // A body that went over its replay limit cannot be sent again in
         // full: the core decides what that means for this response.
@@ -256,6 +261,9 @@ impl<S, B> Ctx<S, B> {
             }
             if forbidden {
                 action.retry_forbidden();
+            }
+            if let Some(resets) = resets {
+                action.reset_headers(resets);
             }
             action.response(now, status, &retry_after, calendar)
         })

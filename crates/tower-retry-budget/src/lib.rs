@@ -207,7 +207,7 @@ pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
 pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
-pub use signal::{GrpcSignal, HttpSignal, RetrySignal, Signal};
+pub use signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal};
 
 pub use retry_budget;
 pub use retry_budget::{Event, EventKind, Jitter, Outcome, Policy, Report};
