@@ -860,3 +860,37 @@ async fn an_http2_upstream_is_reached_with_upstream_http2() {
         .iter()
         .all(|s| s.header("retry-budget-attempt").is_some()));
 }
+
+#[tokio::test]
+async fn reset_header_flags_are_the_same_as_get() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => {
+            let mut reply = Reply::status(429);
+            reply.headers.push(("x-ratelimit-reset", "1".to_owned()));
+            reply
+        }
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &["--reset-header", "x-ratelimit-reset=seconds"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    let text = proxy.metrics().await;
+    // The 1 s the reset header asked, not the 2 s fallback.
+    assert_eq!(
+        metric(
+            &text,
+            "retry_budget_wait_seconds_count{basis=\"reset_header\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "retry_budget_wait_seconds_sum{basis=\"reset_header\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+}

@@ -12,7 +12,9 @@ use std::time::Duration;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use retry_budget::{Policy, PolicyError, Ratio};
-use tower_retry_budget::ClientBudget;
+use tower_retry_budget::{ClientBudget, ResetSignal};
+
+use crate::signal_args::SignalArgs;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -46,6 +48,9 @@ pub struct Args {
     /// Trust no calendar clock: a Retry-After date stops with clock_untrusted.
     #[arg(long)]
     untrusted_clock: bool,
+    /// Reset headers and spread, as for `get`.
+    #[command(flatten)]
+    signals: SignalArgs,
     /// At most N upstream attempts in flight; more queue. An action waiting
     /// between attempts holds no slot. Unlimited if not given.
     #[arg(long, value_name = "N")]
@@ -152,6 +157,8 @@ pub struct Config {
     pub policy: Policy,
     /// Whether the calendar clock is trusted.
     pub trusted_clock: bool,
+    /// The reset headers to read besides Retry-After, if any was asked for.
+    pub reset: Option<ResetSignal>,
     /// The gate.
     pub concurrency: Option<NonZeroUsize>,
     /// The client-wide retry budget, if on.
@@ -193,6 +200,12 @@ impl Args {
                 };
                 format!("{flag}: {e}")
             })?;
+        let policy = self.signals.apply_policy(policy)?;
+        let asked = &self.signals;
+        let reset = (asked.ratelimit_fields
+            || !asked.reset_headers.is_empty()
+            || asked.reset_max_interval.is_some())
+        .then(|| asked.signal(tower_retry_budget::HttpSignal));
         let client_budget = if self.no_client_budget {
             None
         } else {
@@ -215,6 +228,7 @@ impl Args {
             admin: self.admin,
             policy,
             trusted_clock: !self.untrusted_clock,
+            reset,
             concurrency: self.concurrency,
             client_budget,
             hold_off: !self.no_hold_off,
@@ -284,6 +298,7 @@ mod tests {
         assert_eq!(config.policy, Policy::default());
         assert_eq!(config.drain, Policy::default().total_budget());
         assert!(config.client_budget.is_some() && config.hold_off);
+        assert!(config.reset.is_none(), "no reset header read unless asked");
         assert!(!config.retry_retries && config.concurrency.is_none());
         assert_eq!(config.log_format, LogFormat::Text);
         assert_eq!(config.upstream.prefix, "");
@@ -314,8 +329,14 @@ mod tests {
             "--log-format",
             "json",
             "--untrusted-clock",
+            "--reset-header",
+            "x-ratelimit-reset=seconds",
+            "--spread",
+            "250ms",
         ])
         .unwrap();
+        assert!(config.reset.is_some());
+        assert_eq!(config.policy.spread(), Duration::from_millis(250));
         assert_eq!(config.listen, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(config.policy.total_budget(), Duration::from_secs(30));
         assert_eq!(config.policy.max_attempts(), 5);

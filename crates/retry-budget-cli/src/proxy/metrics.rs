@@ -9,7 +9,7 @@
 //! | `retry_budget_action_duration_seconds` | histogram | each report's elapsed time |
 //! | `retry_budget_upstream_attempts_total{attempt="first"\|"retry"}` | counter | `attempt_started` |
 //! | `retry_budget_upstream_responses_total{status}` | counter | `response` |
-//! | `retry_budget_wait_seconds{basis}` | histogram | `wait_planned` (server, fallback, hold_off) |
+//! | `retry_budget_wait_seconds{basis}` | histogram | `wait_planned` (server, reset_header, fallback, hold_off) |
 //! | `retry_budget_hold_offs_total{result="waited"\|"stopped"}` | counter | a hold-off wait planned, or `held_off` |
 //! | `retry_budget_retries_throttled_total` | counter | `retry_refused` (the client-wide budget) |
 //! | `retry_budget_actions_in_flight` | gauge | first event to `stopped` |
@@ -204,7 +204,8 @@ impl Metrics {
             }
             EventKind::WaitPlanned { wait, basis, .. } => {
                 let basis = match basis {
-                    WaitBasis::Server { .. } => "server",
+                    WaitBasis::Server { .. } | WaitBasis::ServerSpread { .. } => "server",
+                    WaitBasis::ResetHeader { .. } => "reset_header",
                     WaitBasis::Fallback { .. } | WaitBasis::FallbackJittered { .. } => "fallback",
                     WaitBasis::HoldOff => {
                         m.hold_offs

@@ -34,8 +34,8 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
 use tower_retry_budget::{
-    Calendar, ClientBudget, HoldOff, Idempotent, ReplayBody, ReplayBodyLayer, RetryBudget,
-    RetryBudgetLayer,
+    Calendar, ClientBudget, HoldOff, Idempotent, ReplayBody, ReplayBodyLayer, ResetSignal,
+    RetryBudget, RetryBudgetLayer,
 };
 
 use super::args::Config;
@@ -80,6 +80,7 @@ impl Calendar for ProxyCalendar {
 pub struct Stack {
     below: Below,
     calendar: ProxyCalendar,
+    reset: Option<ResetSignal>,
     client_budget: Option<ClientBudget>,
     hold_off: Option<HoldOff>,
     metrics: Metrics,
@@ -124,6 +125,7 @@ impl Stack {
             } else {
                 ProxyCalendar::Untrusted
             },
+            reset: config.reset.clone(),
             client_budget: config.client_budget.clone(),
             hold_off: hold_off(config),
             metrics,
@@ -135,6 +137,9 @@ impl Stack {
         let mut layer = RetryBudgetLayer::new(policy)
             .calendar(self.calendar)
             .observer(self.metrics.clone());
+        if let Some(reset) = &self.reset {
+            layer = layer.signal(reset.clone());
+        }
         if let Some(budget) = &self.client_budget {
             layer = layer.client_budget(budget.clone());
         }
