@@ -894,3 +894,35 @@ async fn reset_header_flags_are_the_same_as_get() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn an_action_waiting_for_its_retry_holds_no_slot() {
+    let upstream = Upstream::start(|path, n| match (path, n) {
+        ("/limited", 0) => Reply::status(429).retry_after("2"),
+        _ => Reply::status(200).body("done\n"),
+    });
+    // One upstream attempt at a time; no hold-off, so that the 429 holds
+    // back only its own action.
+    let proxy = Proxy::start(&upstream, &["--concurrency", "1", "--no-hold-off"]);
+    let waiting = tokio::spawn(send(get(&proxy.url("/limited"))));
+    upstream.wait_for(1).await;
+    let started = Instant::now();
+    while proxy.metric("retry_budget_actions_waiting").await != 1.0 {
+        assert!(started.elapsed() < PATIENCE, "{}", proxy.metrics().await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While it waits its 2 s, another action gets the only slot.
+    let other = send(get(&proxy.url("/other"))).await;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.header("retry-budget-attempts"), "1");
+    assert_eq!(
+        proxy.metric("retry_budget_actions_waiting").await,
+        1.0,
+        "answered during the wait"
+    );
+    let waited = waiting.await.unwrap();
+    assert_eq!(waited.status, 200);
+    assert_eq!(waited.header("retry-budget-attempts"), "2");
+    let paths: Vec<String> = upstream.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["/limited", "/other", "/limited"]);
+}
