@@ -926,3 +926,19 @@ async fn an_action_waiting_for_its_retry_holds_no_slot() {
     let paths: Vec<String> = upstream.seen().into_iter().map(|s| s.path).collect();
     assert_eq!(paths, ["/limited", "/other", "/limited"]);
 }
+
+#[tokio::test]
+async fn with_an_untrusted_clock_a_retry_after_date_stops_the_action() {
+    let upstream =
+        Upstream::start(|_, _| Reply::status(429).retry_after("Wed, 21 Oct 2099 07:28:00 GMT"));
+    let proxy = Proxy::start(&upstream, &["--untrusted-clock", "--no-hold-off"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 429);
+    assert_eq!(
+        answer.header("retry-after"),
+        "Wed, 21 Oct 2099 07:28:00 GMT"
+    );
+    assert_eq!(answer.header("retry-budget-outcome"), "clock_untrusted");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert_eq!(upstream.count(), 1);
+}
