@@ -191,8 +191,12 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: &Upstream, flags: &[&str]) -> Self {
+        Self::start_to(&upstream.url(), flags)
+    }
+
+    fn start_to(upstream: &str, flags: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_retry-budget"))
-            .args(["proxy", "--upstream", &upstream.url()])
+            .args(["proxy", "--upstream", upstream])
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
             .args(flags)
             .stdin(Stdio::null())
@@ -941,4 +945,29 @@ async fn with_an_untrusted_clock_a_retry_after_date_stops_the_action() {
     assert_eq!(answer.header("retry-budget-outcome"), "clock_untrusted");
     assert_eq!(answer.header("retry-budget-attempts"), "1");
     assert_eq!(upstream.count(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_502_with_the_report() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = Proxy::start_to(&format!("http://127.0.0.1:{port}"), &[]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 502);
+    assert_eq!(answer.header("retry-budget-outcome"), "transport_error");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert!(
+        answer.text().contains("Category: transport."),
+        "{}",
+        answer.text()
+    );
+    assert!(
+        answer.text().contains("Upstream error: "),
+        "{}",
+        answer.text()
+    );
 }
