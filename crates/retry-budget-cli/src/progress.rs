@@ -262,9 +262,6 @@ impl ProgressLayer {
                     (Some("reset_header"), Some(requested)) => {
                         format!("reset header asked {}", secs(requested))
                     }
-                    (Some("server_spread"), Some(requested)) => {
-                        format!("server asked {}, plus a random spread", secs(requested))
-                    }
                     // A kind of wait the layer does not name in its events.
                     (Some(_), _) => "local wait".to_owned(),
                     (None, _) => "no reason given".to_owned(),
