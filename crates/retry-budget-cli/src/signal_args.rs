@@ -83,7 +83,7 @@ impl SignalArgs {
 
     /// The layer reading the flags' reset headers on top of plain HTTP
     /// (for gRPC: `layer.signal(args.signal(GrpcSignal))`).
-    pub fn apply<C>(&self, layer: RetryBudgetLayer<C>) -> RetryBudgetLayer<C, ResetSignal> {
+    pub fn apply(&self, layer: RetryBudgetLayer) -> RetryBudgetLayer {
         layer.signal(self.signal(HttpSignal))
     }
 }

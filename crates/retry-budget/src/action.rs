@@ -132,6 +132,7 @@ pub struct Action {
     server_asked_until: Option<Duration>,
     replay_blocked: bool,
     retry_forbidden: bool,
+    told: Told,
     reset_headers: Option<Box<ResetHeaders>>,
 }
 
@@ -190,6 +191,7 @@ impl Action {
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
+            told: Told::default(),
         }
     }
 
@@ -903,6 +905,151 @@ impl Action {
             remaining_budget: self.policy.total_budget().saturating_sub(at),
             kind,
         });
+    }
+}
+
+/// What an action asks its caller to tell the state it shares with the
+/// client's other actions, after an input: see
+/// [`Action::client_effects`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientEffects {
+    /// The first attempt has started: count it in a client-wide retry
+    /// budget (tower's `Budget::deposit`).
+    pub deposit: bool,
+    /// A retry has been planned: withdraw it from the client-wide retry
+    /// budget, and if that refuses, tell the action
+    /// [`retry_refused`](Action::retry_refused).
+    pub withdraw: bool,
+    /// The service asked the client to wait until this elapsed time (see
+    /// [`Action::server_asked_until`]): publish it to a shared hold-off map.
+    pub hold_until: Option<Duration>,
+}
+
+impl ClientEffects {
+    /// Whether there is nothing to tell.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What [`Action::client_effects`] has already answered, so that each
+/// effect is answered once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Told {
+    deposited: bool,
+    withdrawn_after: u32,
+    held_after: u32,
+}
+
+/// Decisions a caller running the action needs besides the next step:
+/// readiness failures, whether the request may be moved instead of copied,
+/// and what to tell the client's shared state.
+impl Action {
+    /// The transport failed at `now` while the caller made it ready for the
+    /// attempt it was told to start ([`Decision::StartNow`]), the first one
+    /// included (whether it follows a hold-off or not): the attempt can never
+    /// be sent. Recorded as [`EventKind::TransportFailed`] for that attempt,
+    /// and the action stops as [`Outcome::TransportError`]. Ignored in any
+    /// other phase.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// let stop = action.readiness_failed(Duration::ZERO);
+    /// assert_eq!(stop, Decision::Stop(Outcome::TransportError));
+    /// let report = action.report().unwrap();
+    /// assert_eq!((report.attempts_started, report.last_status), (0, None));
+    /// ```
+    pub fn readiness_failed(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        if self.phase != Phase::Ready {
+            return self.decision();
+        }
+        self.push(
+            now,
+            EventKind::TransportFailed {
+                attempt: self.attempts_started.saturating_add(1),
+            },
+        );
+        self.stop(now, Outcome::TransportError)
+    }
+
+    /// Whether another attempt may still follow the one in flight (or, before
+    /// it starts, the next one): when `false`, that attempt is the last, and
+    /// the caller may send the request itself instead of keeping a copy.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy};
+    ///
+    /// let policy = Policy::builder().max_attempts(2).build()?;
+    /// let mut action = Action::new(policy);
+    /// assert!(action.retry_may_follow()); // the first of two
+    /// action.attempt_started(Duration::ZERO);
+    /// assert!(action.retry_may_follow());
+    /// # use retry_budget::RetryAfter;
+    /// action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
+    /// action.timer_woke(Duration::from_secs(2));
+    /// assert!(!action.retry_may_follow()); // the next one is the last
+    /// # Ok::<(), retry_budget::PolicyError>(())
+    /// ```
+    pub fn retry_may_follow(&self) -> bool {
+        let last = match self.phase {
+            Phase::Stopped { .. } => return false,
+            Phase::InFlight { .. } => self.attempts_started,
+            Phase::Ready | Phase::Waiting { .. } => self.attempts_started.saturating_add(1),
+        };
+        last < self.policy.max_attempts()
+    }
+
+    /// What the inputs so far ask the caller to tell the state it shares with
+    /// the client's other actions, each effect answered once: a deposit in a
+    /// client-wide retry budget when the first attempt has started, a
+    /// withdrawal when a retry has been planned (not for a hold-off wait),
+    /// and the hold-off to publish after a `429` with a usable delay. Call it
+    /// after every input.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy, RetryAfter};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(s(0));
+    /// let first = action.client_effects();
+    /// assert!(first.deposit && !first.withdraw && first.hold_until.is_none());
+    /// assert!(action.client_effects().is_empty(), "answered once");
+    ///
+    /// action.response(s(1), 429, &RetryAfter::parse("3"), None);
+    /// let planned = action.client_effects();
+    /// assert!(!planned.deposit && planned.withdraw);
+    /// assert_eq!(planned.hold_until, Some(s(4)));
+    /// assert!(action.client_effects().is_empty());
+    /// ```
+    pub fn client_effects(&mut self) -> ClientEffects {
+        let started = self.attempts_started;
+        let deposit = started > 0 && !self.told.deposited;
+        let withdraw = matches!(self.phase, Phase::Waiting { .. })
+            && started > 0
+            && self.told.withdrawn_after < started;
+        let hold_until = self
+            .server_asked_until
+            .filter(|_| self.told.held_after < started);
+        self.told.deposited |= deposit;
+        if withdraw {
+            self.told.withdrawn_after = started;
+        }
+        if hold_until.is_some() {
+            self.told.held_after = started;
+        }
+        ClientEffects {
+            deposit,
+            withdraw,
+            hold_until,
+        }
     }
 }
 

@@ -18,7 +18,7 @@
 //! There is no async runtime and no I/O here: [`Action`] is a state machine
 //! that takes elapsed time and the calendar reading as inputs. The tower
 //! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
-//! [`replay`] module feeds it scripted data.
+//! `replay` module (feature `replay`) feeds it scripted data.
 //!
 //! | file | job |
 //! |---|---|
@@ -31,6 +31,7 @@
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
+//! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
 //! | `replay.rs` | the arithmetic model over given data |
 //!
 //! ```
@@ -55,6 +56,7 @@
 #![warn(missing_docs)]
 
 mod action;
+mod after_data;
 mod category;
 mod http_date;
 mod outcome;
@@ -63,19 +65,21 @@ pub mod ratio;
 mod report;
 mod reset;
 mod retry_after;
+#[cfg(feature = "serde")]
 mod secs;
 mod status;
 mod trail;
 
+#[cfg(feature = "replay")]
 pub mod replay;
 
-pub use action::{Action, Decision};
+pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
 pub use http_date::{HttpDate, Tolerated};
 pub use outcome::Outcome;
 pub use policy::{
     Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
 };
 pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;

@@ -72,6 +72,12 @@ pub const DEFAULT_ATTEMPT_CAP: Duration = Duration::from_secs(4);
 pub const DEFAULT_MIN_WAIT: Duration = Duration::from_secs(1);
 /// The default fallback base: `2^k` seconds after `k` completed attempts.
 pub const DEFAULT_FALLBACK_BASE: u32 = 2;
+/// The largest `max_attempts` a policy accepts: 100.
+///
+/// The trail records every attempt, so the attempt count bounds the
+/// report's size; a budget that needs more than a hundred tries of one
+/// request is a loop, not a retry policy.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 
 /// A validated retry-budget policy.
 ///
@@ -237,7 +243,8 @@ impl PolicyBuilder {
         self
     }
 
-    /// The maximum number of attempts, the first included (default 3).
+    /// The maximum number of attempts, the first included (default 3, at
+    /// most [`MAX_ATTEMPTS_LIMIT`]).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.policy.max_attempts = attempts;
         self
@@ -338,6 +345,12 @@ impl PolicyBuilder {
         if policy.max_attempts == 0 {
             return Err(PolicyError::ZeroAttempts);
         }
+        if policy.max_attempts > MAX_ATTEMPTS_LIMIT {
+            return Err(PolicyError::TooManyAttempts {
+                attempts: policy.max_attempts,
+                limit: MAX_ATTEMPTS_LIMIT,
+            });
+        }
         if policy.attempt_cap.is_zero() {
             return Err(PolicyError::ZeroAttemptCap);
         }
@@ -367,6 +380,15 @@ pub enum PolicyError {
     /// Zero attempts: not even the first request could be sent.
     #[error("max attempts must be at least 1 (the first attempt counts)")]
     ZeroAttempts,
+    /// More attempts than [`MAX_ATTEMPTS_LIMIT`]: the trail, which records
+    /// every attempt, would have no useful bound.
+    #[error("max attempts must be at most {limit} (got {attempts})")]
+    TooManyAttempts {
+        /// The configured count.
+        attempts: u32,
+        /// The limit, [`MAX_ATTEMPTS_LIMIT`].
+        limit: u32,
+    },
     /// A zero per-attempt cap would time every attempt out at once.
     #[error("the per-attempt cap must be greater than zero")]
     ZeroAttemptCap,
@@ -450,6 +472,23 @@ mod tests {
             Err(PolicyError::ZeroBudget)
         );
         assert_eq!(b().max_attempts(0).build(), Err(PolicyError::ZeroAttempts));
+        assert_eq!(
+            b().max_attempts(MAX_ATTEMPTS_LIMIT + 1).build(),
+            Err(PolicyError::TooManyAttempts {
+                attempts: 101,
+                limit: 100
+            })
+        );
+        assert_eq!(
+            b().max_attempts(u32::MAX).build().unwrap_err().to_string(),
+            "max attempts must be at most 100 (got 4294967295)"
+        );
+        assert_eq!(
+            b().max_attempts(MAX_ATTEMPTS_LIMIT)
+                .build()
+                .map(|p| p.max_attempts()),
+            Ok(100)
+        );
         assert_eq!(
             b().attempt_cap(Duration::ZERO).build(),
             Err(PolicyError::ZeroAttemptCap)

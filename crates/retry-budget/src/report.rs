@@ -15,14 +15,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::policy::Secs;
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen};
 use crate::{Category, Outcome};
 
 /// What happened to one action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Report {
     /// How the action ended.
@@ -34,32 +33,53 @@ pub struct Report {
     /// Attempts allowed.
     pub max_attempts: u32,
     /// Elapsed time at the stop, since the first attempt's start.
-    #[serde(rename = "elapsed_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "elapsed_s", serialize_with = "crate::secs::ser")
+    )]
     pub elapsed: Duration,
     /// Total time with a request in flight.
-    #[serde(rename = "request_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "request_s", serialize_with = "crate::secs::ser")
+    )]
     pub request_time: Duration,
     /// Total time actually spent waiting between attempts.
-    #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+    )]
     pub wait_time: Duration,
     /// The delay the last response asked for, before the local floor and
     /// any spread: its `Retry-After` (the longest valid value), or a reset
     /// header if that asked longer. `None` if the last response gave no
     /// usable one, was not a status the policy retries, or asked for a
     /// date that no trusted calendar could measure, whatever the outcome.
-    #[serde(
-        rename = "server_requested_wait_s",
-        serialize_with = "crate::secs::ser_opt"
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "server_requested_wait_s",
+            serialize_with = "crate::secs::ser_opt"
+        )
     )]
     pub server_requested_wait: Option<Duration>,
     /// The per-attempt cap in force.
-    #[serde(rename = "attempt_cap_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "attempt_cap_s", serialize_with = "crate::secs::ser")
+    )]
     pub attempt_cap: Duration,
     /// The start of every attempt.
-    #[serde(rename = "starts_s", serialize_with = "crate::secs::ser_list")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "starts_s", serialize_with = "crate::secs::ser_list")
+    )]
     pub starts: Vec<Duration>,
     /// Every wait actually spent, as `(from, to)`.
-    #[serde(rename = "waits_s", serialize_with = "crate::secs::ser_spans")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "waits_s", serialize_with = "crate::secs::ser_spans")
+    )]
     pub waits: Vec<(Duration, Duration)>,
     /// The full trail.
     pub events: Vec<Event>,
@@ -96,7 +116,8 @@ impl Report {
     }
 
     /// The report as JSON, with the visible status under `message` and the
-    /// category (or `null`) under `category`.
+    /// category (or `null`) under `category`. Needs the `serde` feature.
+    #[cfg(feature = "serde")]
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
@@ -113,6 +134,7 @@ impl Report {
         let attempt = self.attempts_started;
         match self.outcome {
             Outcome::Success => "Finished: the service answered.".into(),
+            Outcome::NotRetryable if self.failed_after_data() => "Failed after the answer began: the service ended it with an error status (not retried once an answer has begun).".into(),
             Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),

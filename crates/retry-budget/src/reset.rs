@@ -3,13 +3,12 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
 use crate::retry_after::keep;
 
 /// How a reset header's value is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum ResetFormat {
     /// Delta seconds, `1*DIGIT` (`RateLimit-Reset`, many `X-RateLimit-Reset`).
@@ -124,8 +123,9 @@ pub enum ResetReading {
 }
 
 /// Why a reset value was not used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum ResetIgnored {
     /// Not in its format.
@@ -168,6 +168,13 @@ impl ResetHeaders {
     /// Whether no value was found.
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
+    }
+
+    /// Whether reading these values needs the calendar reading at receipt
+    /// (a [`ResetFormat::Unix`] value): a caller reads its calendar clock
+    /// only then.
+    pub fn needs_calendar(&self) -> bool {
+        self.values.iter().any(|v| v.format == ResetFormat::Unix)
     }
 
     /// The maximum interval, if any.

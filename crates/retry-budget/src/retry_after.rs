@@ -244,6 +244,25 @@ impl RetryAfter {
         }
     }
 
+    /// Whether measuring this value needs the calendar reading at receipt
+    /// (a date, or a repetition holding one): a caller reads its calendar
+    /// clock only then.
+    ///
+    /// ```
+    /// use retry_budget::RetryAfter;
+    ///
+    /// assert!(!RetryAfter::parse("3").needs_calendar());
+    /// assert!(RetryAfter::parse("Sun, 06 Nov 1994 08:49:37 GMT").needs_calendar());
+    /// assert!(RetryAfter::parse("3, Sun, 06 Nov 1994 08:49:37 GMT").needs_calendar());
+    /// ```
+    pub fn needs_calendar(&self) -> bool {
+        match self {
+            Self::Date(_) => true,
+            Self::Repeated(r) => r.values.iter().any(Self::needs_calendar),
+            Self::Missing | Self::Seconds(_) | Self::Invalid(_) => false,
+        }
+    }
+
     /// The wait asked, measured at receipt: `calendar` is the trusted
     /// calendar reading then (`None` without one). A date needs it; so does
     /// a repetition holding a date, since the longest wait cannot be told

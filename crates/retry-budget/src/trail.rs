@@ -6,28 +6,34 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
 use crate::retry_after::Asked;
 use crate::{Outcome, ResetFormat, ResetIgnored, RetryAfter};
 
 /// One step of an action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Event {
     /// Elapsed time since the action's first start.
-    #[serde(rename = "at_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "at_s", serialize_with = "crate::secs::ser")
+    )]
     pub at: Duration,
     /// The budget left at `at` (`total_budget - at`, never negative).
-    #[serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")
+    )]
     pub remaining_budget: Duration,
     /// What happened.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub kind: EventKind,
 }
 
 /// What happened at one step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum EventKind {
     /// An attempt was sent; its full cap is reserved up to `reservation_end`.
@@ -35,7 +41,10 @@ pub enum EventKind {
         /// 1-based attempt number.
         attempt: u32,
         /// The attempt's deadline, `at + cap`.
-        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
+        )]
         reservation_end: Duration,
     },
     /// A response arrived.
@@ -50,13 +59,22 @@ pub enum EventKind {
     /// A wait was planned (the next attempt fits).
     WaitPlanned {
         /// How long, from `at`.
-        #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+        )]
         wait: Duration,
         /// The earliest next start.
-        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
         until: Duration,
         /// Where the next attempt's reservation would end.
-        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
+        )]
         reservation_end: Duration,
         /// Why this long.
         basis: WaitBasis,
@@ -64,17 +82,26 @@ pub enum EventKind {
     /// The timer fired; the wait actually spent ran from `waited_from` to `at`.
     Woke {
         /// When the wait began.
-        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")
+        )]
         waited_from: Duration,
         /// How late the timer fired compared with the plan.
-        #[serde(rename = "late_by_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "late_by_s", serialize_with = "crate::secs::ser")
+        )]
         late_by: Duration,
     },
     /// The caller left. If it left during a wait, the wait actually spent ran
     /// from `waited_from` to `at`.
     CallerLeft {
         /// When the interrupted wait began, if one was interrupted.
-        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")
+        )]
         waited_from: Option<Duration>,
     },
     /// The attempt ran past its cap and was abandoned.
@@ -98,7 +125,10 @@ pub enum EventKind {
     /// reservation would not fit after that: nothing is sent.
     HeldOff {
         /// When the service's hold-off ends.
-        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
         until: Duration,
     },
     /// The server forbade retrying the response of this attempt (gRPC: a
@@ -117,6 +147,22 @@ pub enum EventKind {
         attempt: u32,
         /// What the service actually sent, e.g.
         /// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`.
+        from: String,
+    },
+    /// A status that arrived after the response had been returned to the
+    /// caller as a success, and after part of its answer (gRPC: a non-OK
+    /// `grpc-status` in the trailers after messages). Nothing can be retried
+    /// any more; the report is corrected by
+    /// [`Report::status_after_data`](crate::Report::status_after_data).
+    /// Recorded after the `stopped` event.
+    StatusAfterData {
+        /// 1-based number of the attempt whose answer failed.
+        attempt: u32,
+        /// The HTTP equivalent of the late status (gRPC RESOURCE_EXHAUSTED:
+        /// `429`).
+        status: u16,
+        /// What the service actually sent, e.g. `grpc-status 13 (INTERNAL),
+        /// no grpc-retry-pushback-ms`.
         from: String,
     },
     /// The response carried several `Retry-After` values (field lines, or
@@ -155,7 +201,7 @@ pub enum EventKind {
         /// The value as received (shortened if long).
         raw: Box<str>,
         /// What it said.
-        #[serde(flatten)]
+        #[cfg_attr(feature = "serde", serde(flatten))]
         reading: ResetRead,
     },
     /// A random spread drawn on top of the server's delay (see
@@ -166,7 +212,10 @@ pub enum EventKind {
         /// 1-based attempt number of the response that asked.
         attempt: u32,
         /// The extra wait drawn, in `[0, spread]`.
-        #[serde(rename = "extra_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "extra_s", serialize_with = "crate::secs::ser")
+        )]
         extra: Duration,
     },
     /// The action stopped.
@@ -177,8 +226,9 @@ pub enum EventKind {
 }
 
 /// Why a wait is as long as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "source", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "source", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum WaitBasis {
     /// The server's delay, raised to the local floor if shorter (plus a
@@ -186,7 +236,10 @@ pub enum WaitBasis {
     Server {
         /// The delay the server asked for (for a date: date − calendar time
         /// at receipt, never negative).
-        #[serde(rename = "requested_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
         requested: Duration,
     },
     /// No usable `Retry-After`: `base^completed` seconds (capped, if the
@@ -201,7 +254,10 @@ pub enum WaitBasis {
         /// Attempts completed so far.
         completed: u32,
         /// The fallback wait before jitter.
-        #[serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")
+        )]
         unjittered: Duration,
     },
     /// Before the first attempt: another action to the same service was
@@ -213,20 +269,27 @@ pub enum WaitBasis {
     /// [`EventKind::ResetHeader`] marked `used` names it.
     ResetHeader {
         /// The delay the header asked for.
-        #[serde(rename = "requested_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
         requested: Duration,
     },
 }
 
 /// What a reset header said, as recorded in the trail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "reading", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "reading", rename_all = "snake_case"))]
 pub enum ResetRead {
     /// A wait; `used` if it is the wait that counted (longer than any valid
     /// `Retry-After` and than the other reset headers).
     Wait {
         /// The wait from receipt.
-        #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+        )]
         wait: Duration,
         /// Whether this wait counted.
         used: bool,
@@ -239,21 +302,25 @@ pub enum ResetRead {
 }
 
 /// The `Retry-After` of a response, as recorded in the trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "form", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "form", rename_all = "snake_case"))]
 pub enum RetryAfterSeen {
     /// No header.
     Missing,
     /// `delay-seconds`.
     Seconds {
         /// The delay.
-        #[serde(rename = "value_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "value_s", serialize_with = "crate::secs::ser")
+        )]
         value: Duration,
     },
     /// An HTTP-date (written back as IMF-fixdate).
     Date {
         /// The date.
-        #[serde(serialize_with = "ser_date")]
+        #[cfg_attr(feature = "serde", serde(serialize_with = "ser_date"))]
         date: SystemTime,
     },
     /// Not usable; the raw value is kept.
@@ -307,6 +374,7 @@ impl From<&RetryAfter> for RetryAfterSeen {
     }
 }
 
+#[cfg(feature = "serde")]
 fn ser_date<S: serde::Serializer>(date: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&httpdate::fmt_http_date(*date))
 }

@@ -42,9 +42,13 @@
 //! before the response as told, so the report's `429` and its delay can be
 //! traced to what the server actually sent.
 //!
-//! Only the head is read: a `grpc-status` in real trailers (after messages)
-//! arrives after the response has been handed to the caller and is never
-//! retried. Which calls may be retried at all is not the signal's business:
+//! Only the head is read. A `grpc-status` in trailers that follow the
+//! initial metadata with no message is brought into the head by
+//! [`GrpcTrailersLayer`](crate::GrpcTrailersLayer), placed below the retry
+//! layer (the trail then says `, in trailers after initial metadata`); a
+//! `grpc-status` in trailers after messages arrives after the response has
+//! been handed to the caller and is never retried (that layer corrects the
+//! report in a [`ReportSlot`](crate::ReportSlot) instead). Which calls may be retried at all is not the signal's business:
 //! gRPC calls are `POST`, so only calls marked [`Idempotent`](crate::Idempotent)
 //! are budgeted (see the [crate docs](crate#grpc--tonic)).
 //!
@@ -198,6 +202,15 @@ pub struct GrpcSignal;
 pub const GRPC_STATUS: &str = "grpc-status";
 /// `grpc-retry-pushback-ms` (gRFC A6).
 pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+/// Set (to [`GRPC_STATUS_FROM_TRAILERS`]) by
+/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer) on a head whose
+/// `grpc-status` it copied from trailers that followed the initial metadata
+/// with no message: the translation in the trail then ends with
+/// `, in trailers after initial metadata`. Without it, a `grpc-status` in
+/// the head is a Trailers-Only response's.
+pub const GRPC_STATUS_FROM: &str = "retry-budget-grpc-status-from";
+/// The value of [`GRPC_STATUS_FROM`].
+pub const GRPC_STATUS_FROM_TRAILERS: &str = "trailers";
 
 impl RetrySignal for GrpcSignal {
     fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
@@ -240,6 +253,12 @@ impl RetrySignal for GrpcSignal {
                 Signal::new(http_status, RetryAfter::Missing).forbid_retry()
             }
         };
+        if headers
+            .get(GRPC_STATUS_FROM)
+            .is_some_and(|v| v == GRPC_STATUS_FROM_TRAILERS)
+        {
+            from.push_str(", in trailers after initial metadata");
+        }
         signal.translated_from(from)
     }
 }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use retry_budget::{Action, Decision, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 
+use crate::observer::Watch;
+
 /// Formats a `Retry-After` as seen, only when the event is recorded.
 struct Seen<'a>(&'a RetryAfterSeen);
 
@@ -27,16 +29,22 @@ fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// Feeds one input to `action` at elapsed `now` and traces the events it
-/// added: the only way the adapter talks to the core.
+/// Feeds one input to `action` at elapsed `now`, traces the events it
+/// added and hands them to the observer, if any: the only way the adapter
+/// talks to the core.
 pub(crate) fn step(
     action: &mut Action,
     now: Duration,
+    watch: Option<&Watch>,
     input: impl FnOnce(&mut Action, Duration) -> Decision,
 ) -> Decision {
     let seen = action.events().len();
     let decision = input(action, now);
-    emit(&action.events()[seen..]);
+    let added = &action.events()[seen..];
+    emit(added);
+    if let Some(watch) = watch {
+        watch.events(added);
+    }
     decision
 }
 

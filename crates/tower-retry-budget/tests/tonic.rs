@@ -287,8 +287,10 @@ async fn resource_exhausted_with_pushback_1000_ms_is_retried_once_after_at_least
     eprintln!(
         "RESOURCE_EXHAUSTED (pushback 1000 ms) -> retried after {gap:?}, call took {elapsed:?}"
     );
+    // Never sooner than the server asked (no upper bound on wall time: a
+    // loaded machine may wake late; the exact instants are paused-time
+    // tests' business).
     assert!(gap >= Duration::from_millis(1000), "retried after {gap:?}");
-    assert!(gap < Duration::from_millis(2500), "retried after {gap:?}");
     assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
 
     // The report is in the tonic response's extensions on an OK call...
