@@ -528,9 +528,14 @@ fn unix_seconds(year: i64, f: Fields) -> i64 {
 /// date is not more than 50 years after `now`. Returns the year and the
 /// date's seconds since the epoch (never before the epoch).
 fn place(yy: u8, f: Fields, now: SystemTime) -> (i64, i64) {
+    // The calendar reading is an input (an injected calendar, a host clock
+    // set wildly wrong): clamped to the last second of year 9999, so that the
+    // year arithmetic below cannot overflow.
+    const LAST_SECOND_OF_9999: i64 = 253_402_300_799;
     let now = now
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX / 2));
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .min(LAST_SECOND_OF_9999);
     let (ny, nm, nd) = civil_from_days(now.div_euclid(86_400));
     let limit = days_from_civil(ny + 50, nm, nd) * 86_400 + now.rem_euclid(86_400);
     let mut year = (ny.div_euclid(100) + 1) * 100 + i64::from(yy);
@@ -588,6 +593,16 @@ mod tests {
 
     fn at(secs: i64) -> SystemTime {
         from_unix(secs)
+    }
+
+    #[test]
+    fn a_two_digit_year_against_a_calendar_at_the_end_of_time_does_not_panic() {
+        let date = HttpDate::parse("Thursday, 06-Nov-75 08:49:37 GMT").unwrap();
+        let far = SystemTime::UNIX_EPOCH + Duration::from_secs(i64::MAX as u64);
+        let placed = date.placed(Some(far)).expect("placed");
+        // Read against the clamped calendar (year 9999): the latest '75 not
+        // more than 50 years after it.
+        assert!(placed > at(unix("Sun, 06 Nov 1994 08:49:37 GMT")));
     }
 
     #[test]
