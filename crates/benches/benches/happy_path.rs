@@ -1,135 +1,177 @@
-//! The happy path: what the layer costs when the upstream answers 200 at
-//! once. Five variants over the same inner service and the same GET:
+//! Wall time of the happy path (criterion), for the same variants as the
+//! instruction-count bench (`benches/instructions.rs`): `bare`,
+//! `bare_plus_copy`, `tower_retry`, `tower_retry_timeout`,
+//! `retry_budget_get`, `retry_budget_post`, each with an inner service that
+//! answers at once and with one that is pending once (`*_pending`).
 //!
-//! 1. `bare`: the inner service alone;
-//! 2. `bare_plus_clone`: plus one request copy, the floor any retrying layer
-//!    must pay to be able to retry;
-//! 3. `tower_retry`: `tower::retry::Retry` with a minimal 429-only policy;
-//! 4. `retry_budget_get`: `RetryBudget` with the default policy;
-//! 5. `retry_budget_post`: `RetryBudget` on a POST (passed through).
+//! Criterion measures the variants one after the other, seconds apart, so
+//! load on the machine can drift between them: its medians give absolute
+//! times, not ratios. The ratios come from a second, **interleaved** pass in
+//! the same process: in each of [`ROUNDS`] rounds every variant runs a batch
+//! of [`BATCH`] calls, in an order rotated each round; each ratio is taken
+//! per round (both sides measured within milliseconds of each other), and
+//! its median and spread over the rounds are printed. Criterion's medians are
+//! printed only if every one was written by this run: a filtered or stale
+//! run is refused, never mixed in.
 //!
-//! Futures are polled once with a no-op waker inside a tokio runtime context
-//! (the layer's timer needs one), so no executor cost is measured. After the
-//! run the medians are read back from criterion's estimates and the ratios
-//! printed.
+//! ```text
+//! cargo bench -p retry-budget-benches --bench happy_path
+//! ```
 
-use std::convert::Infallible;
-use std::future::{ready, Future, Ready};
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::time::{Instant, SystemTime};
 
-use criterion::Criterion;
+use criterion::{BatchSize, Criterion};
 use http::{Method, Request, Response};
-use retry_budget::Policy;
-use tower::retry::Retry;
-use tower::{service_fn, Service};
-use tower_retry_budget::RetryBudget;
+use retry_budget_benches::{self as fixtures, copy, drive, request};
+use tower::Service;
 
-fn request(method: Method) -> Request<()> {
-    Request::builder()
-        .method(method)
-        .uri("http://upstream.test/palettes?collection=coast")
-        .header("accept", "application/json")
-        .header("user-agent", "bench/1.0")
-        .header("authorization", "Bearer 0123456789abcdef")
-        .body(())
-        .unwrap()
+/// Interleaved rounds.
+const ROUNDS: usize = 31;
+/// Calls per variant and round.
+const BATCH: usize = 5_000;
+
+/// One measured stack, behind a uniform interface.
+trait Variant {
+    fn call(&mut self, req: Request<()>);
 }
 
-fn copy(req: &Request<()>) -> Request<()> {
-    let mut copy = Request::new(());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
-    copy
+/// A service, the polls a call needs, and whether to keep one request copy.
+struct Stack<S> {
+    service: S,
+    polls: usize,
+    copy: bool,
 }
 
-fn ok(_req: Request<()>) -> Ready<Result<Response<()>, Infallible>> {
-    ready(Ok(Response::new(())))
-}
-
-/// A minimal 429-only policy for `tower::retry::Retry`.
-#[derive(Clone)]
-struct Only429;
-
-impl<E> tower::retry::Policy<Request<()>, Response<()>, E> for Only429 {
-    type Future = Ready<()>;
-
-    fn retry(
-        &mut self,
-        _: &mut Request<()>,
-        result: &mut Result<Response<()>, E>,
-    ) -> Option<Ready<()>> {
-        match result {
-            Ok(res) if res.status() == 429 => Some(ready(())),
-            _ => None,
-        }
-    }
-
-    fn clone_request(&mut self, req: &Request<()>) -> Option<Request<()>> {
-        Some(copy(req))
-    }
-}
-
-/// Calls the service and polls the future once; it must be ready.
-fn call_once<S>(service: &mut S, req: Request<()>) -> S::Response
+impl<S> Variant for Stack<S>
 where
-    S: Service<Request<()>>,
+    S: Service<Request<()>, Response = Response<()>>,
     S::Error: std::fmt::Debug,
 {
-    let mut cx = Context::from_waker(Waker::noop());
-    assert!(service.poll_ready(&mut cx).is_ready());
-    let future = pin!(service.call(req));
-    match future.poll(&mut cx) {
-        Poll::Ready(result) => result.unwrap(),
-        Poll::Pending => panic!("the inner service answers at once"),
+    fn call(&mut self, req: Request<()>) {
+        let kept = self.copy.then(|| copy(&req));
+        drop(black_box(drive(
+            &mut self.service,
+            black_box(req),
+            self.polls,
+        )));
+        drop(black_box(kept));
     }
 }
 
-const NAMES: [&str; 5] = [
-    "bare",
-    "bare_plus_clone",
-    "tower_retry",
-    "retry_budget_get",
-    "retry_budget_post",
+fn stack<S>(service: S, polls: usize, copy: bool) -> Box<dyn Variant>
+where
+    S: Service<Request<()>, Response = Response<()>> + 'static,
+    S::Error: std::fmt::Debug,
+{
+    Box::new(Stack {
+        service,
+        polls,
+        copy,
+    })
+}
+
+/// Every variant: its name, its method and its stack.
+fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
+    use fixtures::{ok_after_pending as pending, ok_at_once as instant};
+    vec![
+        (
+            "bare",
+            Method::GET,
+            stack(tower::service_fn(instant), 1, false),
+        ),
+        (
+            "bare_pending",
+            Method::GET,
+            stack(tower::service_fn(pending), 2, false),
+        ),
+        (
+            "bare_plus_copy",
+            Method::GET,
+            stack(tower::service_fn(instant), 1, true),
+        ),
+        (
+            "bare_plus_copy_pending",
+            Method::GET,
+            stack(tower::service_fn(pending), 2, true),
+        ),
+        (
+            "tower_retry",
+            Method::GET,
+            stack(fixtures::tower_retry(instant), 1, false),
+        ),
+        (
+            "tower_retry_pending",
+            Method::GET,
+            stack(fixtures::tower_retry(pending), 2, false),
+        ),
+        (
+            "tower_retry_timeout",
+            Method::GET,
+            stack(fixtures::tower_retry_timeout(instant), 1, false),
+        ),
+        (
+            "tower_retry_timeout_pending",
+            Method::GET,
+            stack(fixtures::tower_retry_timeout(pending), 2, false),
+        ),
+        (
+            "retry_budget_get",
+            Method::GET,
+            stack(fixtures::retry_budget(instant), 1, false),
+        ),
+        (
+            "retry_budget_get_pending",
+            Method::GET,
+            stack(fixtures::retry_budget(pending), 2, false),
+        ),
+        (
+            "retry_budget_post",
+            Method::POST,
+            stack(fixtures::retry_budget(instant), 1, false),
+        ),
+        (
+            "retry_budget_post_pending",
+            Method::POST,
+            stack(fixtures::retry_budget(pending), 2, false),
+        ),
+    ]
+}
+
+/// The ratios the issue sets goals for: (numerator, denominator, goal).
+const RATIOS: [(&str, &str, &str); 6] = [
+    ("retry_budget_get", "tower_retry", "<= 1.30"),
+    (
+        "retry_budget_get_pending",
+        "tower_retry_timeout_pending",
+        "<= 1.10",
+    ),
+    ("retry_budget_post", "bare", "<= 1.05"),
+    ("retry_budget_post_pending", "bare_pending", "<= 1.05"),
+    (
+        "retry_budget_get",
+        "bare_plus_copy",
+        "as close to 1 as possible",
+    ),
+    (
+        "tower_retry_timeout_pending",
+        "tower_retry_pending",
+        "(tower's own timer cost)",
+    ),
 ];
 
-fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap();
-    let _context = runtime.enter();
-    let get = request(Method::GET);
-    let post = request(Method::POST);
-
+fn criterion_pass(c: &mut Criterion, variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
     let mut group = c.benchmark_group("happy_path");
-    let mut bare = service_fn(ok);
-    group.bench_function(NAMES[0], |b| {
-        b.iter(|| black_box(call_once(&mut bare, copy(&get))))
-    });
-    group.bench_function(NAMES[1], |b| {
-        b.iter(|| {
-            let req = copy(&get);
-            black_box(copy(&req));
-            black_box(call_once(&mut bare, req))
-        })
-    });
-    let mut retry = Retry::new(Only429, service_fn(ok));
-    group.bench_function(NAMES[2], |b| {
-        b.iter(|| black_box(call_once(&mut retry, copy(&get))))
-    });
-    let mut budget = RetryBudget::new(service_fn(ok), Policy::default());
-    group.bench_function(NAMES[3], |b| {
-        b.iter(|| black_box(call_once(&mut budget, copy(&get))))
-    });
-    group.bench_function(NAMES[4], |b| {
-        b.iter(|| black_box(call_once(&mut budget, copy(&post))))
-    });
+    for (name, method, variant) in variants.iter_mut() {
+        group.bench_function(*name, |b| {
+            b.iter_batched(
+                || request(method.clone()),
+                |req| variant.call(req),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     group.finish();
 }
 
@@ -140,55 +182,128 @@ fn criterion_dir() -> PathBuf {
         .join("criterion")
 }
 
-fn median_ns(name: &str) -> Option<f64> {
+/// Criterion's median for `name`, if it was written by this run (at or
+/// after `since`).
+fn fresh_median_ns(name: &str, since: SystemTime) -> Result<f64, String> {
     let path = criterion_dir()
         .join("happy_path")
         .join(name)
         .join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
-    value["median"]["point_estimate"].as_f64()
+    let written = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .map_err(|_| format!("{name}: missing (not measured)"))?;
+    if written < since {
+        return Err(format!("{name}: stale (written before this run)"));
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{name}: {e}"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{name}: {e}"))?;
+    value["median"]["point_estimate"]
+        .as_f64()
+        .ok_or_else(|| format!("{name}: no median in {}", path.display()))
 }
 
-fn print_ratios() {
-    let medians: Vec<_> = NAMES.iter().map(|n| median_ns(n)).collect();
-    let [Some(bare), Some(clone), Some(retry), Some(get), Some(post)] = medians[..] else {
-        println!("ratios: not every benchmark ran (use no filter to get them)");
+fn print_criterion_medians(names: &[&str], since: SystemTime) {
+    let medians: Vec<_> = names.iter().map(|n| fresh_median_ns(n, since)).collect();
+    let refused: Vec<_> = medians.iter().filter_map(|m| m.as_ref().err()).collect();
+    if !refused.is_empty() {
+        println!("\ncriterion medians refused (run every variant, without a filter):");
+        for reason in refused {
+            println!("  {reason}");
+        }
         return;
+    }
+    println!("\ncriterion medians of this run (ns per call; absolute times, not for ratios):");
+    for (name, median) in names.iter().zip(medians) {
+        println!("  {name:<30} {:>8.1}", median.unwrap_or(f64::NAN));
+    }
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
+    let count = variants.len();
+    // ns per call, per variant, per round.
+    let mut times = vec![Vec::with_capacity(ROUNDS); count];
+    for round in 0..ROUNDS {
+        for k in 0..count {
+            let i = (round + k) % count;
+            let (_, method, variant) = &mut variants[i];
+            let requests: Vec<_> = (0..BATCH).map(|_| request(method.clone())).collect();
+            let start = Instant::now();
+            for req in requests {
+                variant.call(req);
+            }
+            times[i].push(start.elapsed().as_nanos() as f64 / BATCH as f64);
+        }
+    }
+    let index = |name: &str| {
+        variants
+            .iter()
+            .position(|(n, _, _)| *n == name)
+            .expect("a known variant")
     };
-    println!("\nhappy path medians (ns): bare {bare:.1}, bare+clone {clone:.1}, tower retry {retry:.1}, RetryBudget GET {get:.1}, RetryBudget POST {post:.1}");
     println!(
-        "RetryBudget GET / tower retry  = {:.3} (goal <= 1.10)",
-        get / retry
+        "\ninterleaved: {ROUNDS} rounds x {BATCH} calls per variant, order rotated each round"
     );
     println!(
-        "RetryBudget GET / bare+clone   = {:.3} (as close to 1 as possible)",
-        get / clone
+        "  {:<30} {:>8} {:>8} {:>8}",
+        "variant (ns per call)", "median", "min", "max"
     );
-    println!(
-        "RetryBudget POST / bare        = {:.3} (goal <= 1.10)",
-        post / bare
-    );
-    println!(
-        "size_of ResponseFuture (hyper-util client, Full<Bytes> body) = {} bytes",
-        size_of::<
-            tower_retry_budget::ResponseFuture<
-                hyper_util::client::legacy::Client<
-                    hyper_util::client::legacy::connect::HttpConnector,
-                    http_body_util::Full<bytes::Bytes>,
-                >,
-                http_body_util::Full<bytes::Bytes>,
-                tower_retry_budget::SystemCalendar,
-            >,
-        >()
-    );
+    for (i, (name, _, _)) in variants.iter().enumerate() {
+        let mut t = times[i].clone();
+        t.sort_by(f64::total_cmp);
+        println!(
+            "  {name:<30} {:>8.1} {:>8.1} {:>8.1}",
+            median(&t),
+            t[0],
+            t[ROUNDS - 1]
+        );
+    }
+    println!("\nratios, per round (median [p10 .. p90] over {ROUNDS} rounds):");
+    for (num, den, goal) in RATIOS {
+        let (a, b) = (index(num), index(den));
+        let mut ratios: Vec<f64> = (0..ROUNDS).map(|r| times[a][r] / times[b][r]).collect();
+        ratios.sort_by(f64::total_cmp);
+        let p = |q: f64| ratios[((ROUNDS - 1) as f64 * q).round() as usize];
+        println!(
+            "  {num} / {den} = {:.3} [{:.3} .. {:.3}]  goal {goal}",
+            median(&ratios),
+            p(0.1),
+            p(0.9)
+        );
+    }
 }
 
 fn main() {
+    let started = SystemTime::now();
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not (a
+    // smoke run of each variant by criterion, nothing else).
+    let benching = std::env::args().any(|a| a == "--bench");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let _context = runtime.enter();
+    let mut variants = variants();
+    let names: Vec<_> = variants.iter().map(|(n, _, _)| *n).collect();
+
     let mut criterion = Criterion::default()
         .output_directory(&criterion_dir())
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(3))
         .configure_from_args();
-    bench(&mut criterion);
+    criterion_pass(&mut criterion, &mut variants);
     criterion.final_summary();
-    print_ratios();
+    if benching {
+        print_criterion_medians(&names, started);
+        interleaved_pass(&mut variants);
+    }
 }

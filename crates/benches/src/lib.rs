@@ -1,3 +1,165 @@
 //! Benchmarks and measurement programs for the retry budget; see
-//! `BENCHMARKS.md` at the top of the repository. Nothing to use here.
+//! `BENCHMARKS.md` at the top of the repository.
+//!
+//! This library holds what the benches share, so that the instruction-count
+//! bench (`benches/instructions.rs`, gungraun) and the wall-time bench
+//! (`benches/happy_path.rs`, criterion) measure exactly the same variants:
+//! the same request, the same inner services, the same minimal `tower::retry`
+//! policy, the same way of driving a future (polled with a no-op waker inside
+//! a tokio runtime context, so no executor cost is counted).
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::convert::Infallible;
+use std::future::{ready, Future, Ready};
+use std::pin::{pin, Pin};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use http::{Method, Request, Response};
+use retry_budget::Policy;
+use tower::retry::Retry;
+use tower::timeout::Timeout;
+use tower::util::ServiceFn;
+use tower::{service_fn, Service};
+use tower_retry_budget::RetryBudget;
+
+/// A GET or POST with three headers, as a client sends.
+pub fn request(method: Method) -> Request<()> {
+    Request::builder()
+        .method(method)
+        .uri("http://upstream.test/palettes?collection=coast")
+        .header("accept", "application/json")
+        .header("user-agent", "bench/1.0")
+        .header("authorization", "Bearer 0123456789abcdef")
+        .body(())
+        .expect("a valid request")
+}
+
+/// One request copy, as a retrying layer makes it (method, URI, version,
+/// headers, extensions).
+pub fn copy(req: &Request<()>) -> Request<()> {
+    let mut copy = Request::new(());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    copy
+}
+
+/// The inner service's future when it answers at once.
+pub type Instant200 = Ready<Result<Response<()>, Infallible>>;
+
+/// An inner service answering 200 at once.
+pub fn ok_at_once(_req: Request<()>) -> Instant200 {
+    ready(Ok(Response::new(())))
+}
+
+/// A future that is pending once (it wakes its waker at once, as an I/O
+/// source that became ready would), then answers 200: a real network call
+/// in its smallest form. It makes every layer take its slow path: tower's
+/// `Timeout` and `RetryBudget` create their per-attempt timer.
+#[derive(Debug, Default)]
+pub struct PendingOnce {
+    polled: bool,
+}
+
+impl Future for PendingOnce {
+    type Output = Result<Response<()>, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.polled {
+            Poll::Ready(Ok(Response::new(())))
+        } else {
+            self.polled = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// An inner service answering 200 after being pending once.
+pub fn ok_after_pending(_req: Request<()>) -> PendingOnce {
+    PendingOnce::default()
+}
+
+/// A minimal 429-only policy for `tower::retry::Retry`: what a user writes
+/// for "retry on 429" (one request copy per call).
+#[derive(Debug, Clone, Copy)]
+pub struct Only429;
+
+impl<E> tower::retry::Policy<Request<()>, Response<()>, E> for Only429 {
+    type Future = Ready<()>;
+
+    fn retry(
+        &mut self,
+        _: &mut Request<()>,
+        result: &mut Result<Response<()>, E>,
+    ) -> Option<Ready<()>> {
+        match result {
+            Ok(res) if res.status() == 429 => Some(ready(())),
+            _ => None,
+        }
+    }
+
+    fn clone_request(&mut self, req: &Request<()>) -> Option<Request<()>> {
+        Some(copy(req))
+    }
+}
+
+/// The per-attempt cap given to `tower::timeout::Timeout` (the default
+/// policy's cap, so both layers arm the same timer).
+pub const ATTEMPT_CAP: Duration = Duration::from_secs(4);
+
+/// `tower::retry` over `inner`.
+pub fn tower_retry<F, Fut>(inner: F) -> Retry<Only429, ServiceFn<F>>
+where
+    F: FnMut(Request<()>) -> Fut + Clone,
+{
+    Retry::new(Only429, service_fn(inner))
+}
+
+/// `tower::retry` over `tower::timeout` (one timeout per attempt) over
+/// `inner`: the tower composition closest to what `RetryBudget` does.
+pub fn tower_retry_timeout<F, Fut>(inner: F) -> Retry<Only429, Timeout<ServiceFn<F>>>
+where
+    F: FnMut(Request<()>) -> Fut + Clone,
+{
+    Retry::new(Only429, Timeout::new(service_fn(inner), ATTEMPT_CAP))
+}
+
+/// `RetryBudget` with the default policy over `inner`.
+pub fn retry_budget<F, Fut>(inner: F) -> RetryBudget<ServiceFn<F>>
+where
+    F: FnMut(Request<()>) -> Fut,
+{
+    RetryBudget::new(service_fn(inner), Policy::default())
+}
+
+/// Drives one call to completion as a caller would: `poll_ready`, `call`,
+/// then polls until ready (at most `polls` times) with a no-op waker; the
+/// response is returned (dropping it is the caller's business).
+///
+/// # Panics
+///
+/// If the service is not ready, fails, or is not done after `polls` polls:
+/// every variant here answers 200 at once or after one pending poll.
+pub fn drive<S>(service: &mut S, req: Request<()>, polls: usize) -> S::Response
+where
+    S: Service<Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        service.poll_ready(&mut cx).is_ready(),
+        "the service is ready"
+    );
+    let mut future = pin!(service.call(req));
+    for _ in 0..polls {
+        if let Poll::Ready(result) = future.as_mut().poll(&mut cx) {
+            return result.expect("the inner service answers 200");
+        }
+    }
+    panic!("not done after {polls} polls");
+}

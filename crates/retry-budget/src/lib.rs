@@ -18,12 +18,14 @@
 //! There is no async runtime and no I/O here: [`Action`] is a state machine
 //! that takes elapsed time and the calendar reading as inputs. The tower
 //! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
-//! [`replay`] module feeds it scripted data.
+//! `replay` module (feature `replay`) feeds it scripted data.
 //!
 //! | file | job |
 //! |---|---|
 //! | `policy.rs` | configuration and its validation |
 //! | `retry_after.rs` | parsing `Retry-After` |
+//! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
+//! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `trail.rs` | the events of the trail |
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
@@ -56,19 +58,24 @@
 mod action;
 mod after_data;
 mod category;
+mod http_date;
 mod outcome;
 mod policy;
 pub mod ratio;
 mod report;
+mod reset;
 mod retry_after;
+#[cfg(feature = "serde")]
 mod secs;
 mod status;
 mod trail;
 
+#[cfg(feature = "replay")]
 pub mod replay;
 
-pub use action::{Action, Decision};
+pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
+pub use http_date::{HttpDate, Tolerated};
 pub use outcome::Outcome;
 pub use policy::{
     Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
@@ -76,6 +83,9 @@ pub use policy::{
 };
 pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;
-pub use retry_after::{InvalidReason, InvalidRetryAfter, RetryAfter, MAX_KEPT_RAW};
+pub use reset::{ResetFormat, ResetHeaders, ResetIgnored, ResetReading, ResetValue};
+pub use retry_after::{
+    Asked, InvalidReason, InvalidRetryAfter, Repeated, RetryAfter, MAX_KEPT_RAW,
+};
 pub use status::StatusSet;
-pub use trail::{Event, EventKind, RetryAfterSeen, WaitBasis};
+pub use trail::{DelaySource, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};

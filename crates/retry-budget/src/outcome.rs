@@ -4,8 +4,9 @@ use std::fmt;
 
 /// The outcome of one action (SPEC §2). Written in `snake_case` everywhere:
 /// JSON, logs and docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum Outcome {
     /// The last response has a status the policy does not retry, and it is
@@ -99,6 +100,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(feature = "serde")]
     fn names_round_trip_and_match_serde() {
         for o in Outcome::ALL {
             assert_eq!(Outcome::from_name(o.as_str()), Some(o));

@@ -14,7 +14,8 @@ use crate::status::StatusSet;
 /// not retry together (SPEC §3).
 ///
 /// Jitter applies **only** to the local fallback (no usable `Retry-After`):
-/// a server's delay is never shortened nor spread. Let `w` be the fallback
+/// a server's delay is never shortened nor spread by it (an opt-in
+/// [`PolicyBuilder::spread`] lengthens a server's delay). Let `w` be the fallback
 /// wait after `k` completed attempts (`base^k` seconds, capped by
 /// [`PolicyBuilder::fallback_cap`] if set) and `floor = min(min_wait, w)`:
 ///
@@ -121,6 +122,7 @@ pub struct Policy {
     fallback_cap: Option<Duration>,
     jitter: Jitter,
     retry_statuses: StatusSet,
+    spread: Duration,
 }
 
 impl Default for Policy {
@@ -134,6 +136,7 @@ impl Default for Policy {
             fallback_cap: None,
             jitter: Jitter::None,
             retry_statuses: StatusSet::TOO_MANY_REQUESTS,
+            spread: Duration::ZERO,
         }
     }
 }
@@ -192,6 +195,12 @@ impl Policy {
     /// [`Jitter::None`]).
     pub const fn jitter(&self) -> Jitter {
         self.jitter
+    }
+
+    /// The most a server's delay is spread by (zero: no spread, the
+    /// default). See [`PolicyBuilder::spread`].
+    pub const fn spread(&self) -> Duration {
+        self.spread
     }
 
     /// The statuses that are retried.
@@ -270,6 +279,37 @@ impl PolicyBuilder {
     /// keeps every schedule exact). See [`Jitter`].
     pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.policy.jitter = jitter;
+        self
+    }
+
+    /// Adds a uniform random extra wait in `[0, spread]` (whole
+    /// milliseconds) on top of a server's delay (`Retry-After`, or a reset
+    /// header), never shortening it (default: zero, no spread). Drawn from
+    /// the action's seeded generator
+    /// ([`Action::with_seed`](crate::Action::with_seed)).
+    ///
+    /// Why: a server that rounds its delay down (`Retry-After:
+    /// int(reset - now)`) sees a client that waits exactly that long come
+    /// back up to a second early, and spend an attempt on a certain 429;
+    /// and many clients told the same delay at the same moment otherwise
+    /// all come back in the same instant. The reservation rule still
+    /// decides whether the longer wait fits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Policy, RetryAfter};
+    ///
+    /// let policy = Policy::builder().spread(Duration::from_secs(1)).build()?;
+    /// let mut action = Action::with_seed(policy, 7);
+    /// action.attempt_started(Duration::ZERO);
+    /// let Decision::WaitUntil(until) =
+    ///     action.response(Duration::from_secs(1), 429, &RetryAfter::parse("3"), None)
+    /// else { panic!() };
+    /// assert!(until >= Duration::from_secs(4) && until <= Duration::from_secs(5));
+    /// # Ok::<(), retry_budget::PolicyError>(())
+    /// ```
+    pub fn spread(mut self, spread: Duration) -> Self {
+        self.policy.spread = spread;
         self
     }
 

@@ -15,14 +15,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::policy::Secs;
-use crate::trail::{Event, EventKind, RetryAfterSeen};
+use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen};
 use crate::{Category, Outcome};
 
 /// What happened to one action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Report {
     /// How the action ended.
@@ -34,29 +33,53 @@ pub struct Report {
     /// Attempts allowed.
     pub max_attempts: u32,
     /// Elapsed time at the stop, since the first attempt's start.
-    #[serde(rename = "elapsed_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "elapsed_s", serialize_with = "crate::secs::ser")
+    )]
     pub elapsed: Duration,
     /// Total time with a request in flight.
-    #[serde(rename = "request_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "request_s", serialize_with = "crate::secs::ser")
+    )]
     pub request_time: Duration,
     /// Total time actually spent waiting between attempts.
-    #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+    )]
     pub wait_time: Duration,
-    /// The last delay the server asked for (`Retry-After`, before the local
-    /// floor), if it gave a usable one.
-    #[serde(
-        rename = "server_requested_wait_s",
-        serialize_with = "crate::secs::ser_opt"
+    /// The delay the last response asked for, before the local floor and
+    /// any spread: its `Retry-After` (the longest valid value), or a reset
+    /// header if that asked longer. `None` if the last response gave no
+    /// usable one, was not a status the policy retries, or asked for a
+    /// date that no trusted calendar could measure, whatever the outcome.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "server_requested_wait_s",
+            serialize_with = "crate::secs::ser_opt"
+        )
     )]
     pub server_requested_wait: Option<Duration>,
     /// The per-attempt cap in force.
-    #[serde(rename = "attempt_cap_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "attempt_cap_s", serialize_with = "crate::secs::ser")
+    )]
     pub attempt_cap: Duration,
     /// The start of every attempt.
-    #[serde(rename = "starts_s", serialize_with = "crate::secs::ser_list")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "starts_s", serialize_with = "crate::secs::ser_list")
+    )]
     pub starts: Vec<Duration>,
     /// Every wait actually spent, as `(from, to)`.
-    #[serde(rename = "waits_s", serialize_with = "crate::secs::ser_spans")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "waits_s", serialize_with = "crate::secs::ser_spans")
+    )]
     pub waits: Vec<(Duration, Duration)>,
     /// The full trail.
     pub events: Vec<Event>,
@@ -93,7 +116,8 @@ impl Report {
     }
 
     /// The report as JSON, with the visible status under `message` and the
-    /// category (or `null`) under `category`.
+    /// category (or `null`) under `category`. Needs the `serde` feature.
+    #[cfg(feature = "serde")]
     pub fn to_json(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
@@ -158,6 +182,23 @@ impl Report {
         None
     }
 
+    /// The reset header whose wait counted in the last response, if no
+    /// attempt followed it: its name and wait.
+    fn unanswered_reset_header(&self) -> Option<(&str, Duration)> {
+        for event in self.events.iter().rev() {
+            match &event.kind {
+                EventKind::AttemptStarted { .. } | EventKind::Response { .. } => return None,
+                EventKind::ResetHeader {
+                    header,
+                    reading: ResetRead::Wait { wait, used: true },
+                    ..
+                } => return Some((header, *wait)),
+                _ => {}
+            }
+        }
+        None
+    }
+
     /// The hold-off this action could not honour, as the wait left at the
     /// stop.
     fn held_off_for(&self) -> Option<Duration> {
@@ -215,6 +256,14 @@ impl fmt::Display for Report {
         if !retried_status || self.last_status.is_none() {
             return self.lines_after_status(f);
         }
+        if let Some((header, wait)) = self.unanswered_reset_header() {
+            write!(
+                f,
+                "\nThe service asked to wait {} (its {header} header); no retry was sent.",
+                Secs(wait)
+            )?;
+            return self.lines_after_status(f);
+        }
         match self.unanswered_retry_after() {
             Some(RetryAfterSeen::Seconds { value }) => write!(
                 f,
@@ -232,6 +281,10 @@ impl fmt::Display for Report {
             Some(RetryAfterSeen::Invalid { raw }) => write!(
                 f,
                 "\nThe service sent an unusable Retry-After ({raw}); no retry was sent."
+            ),
+            Some(RetryAfterSeen::Unmeasured { raw }) => write!(
+                f,
+                "\nThe service asked to wait until a date ({raw:?}) that no trusted clock can measure; no retry was sent."
             ),
             None => Ok(()),
         }?;

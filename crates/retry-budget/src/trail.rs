@@ -6,27 +6,34 @@
 
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
-use crate::{Outcome, RetryAfter};
+use crate::retry_after::Asked;
+use crate::{Outcome, ResetFormat, ResetIgnored, RetryAfter};
 
 /// One step of an action.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct Event {
     /// Elapsed time since the action's first start.
-    #[serde(rename = "at_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "at_s", serialize_with = "crate::secs::ser")
+    )]
     pub at: Duration,
     /// The budget left at `at` (`total_budget - at`, never negative).
-    #[serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")]
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")
+    )]
     pub remaining_budget: Duration,
     /// What happened.
-    #[serde(flatten)]
+    #[cfg_attr(feature = "serde", serde(flatten))]
     pub kind: EventKind,
 }
 
 /// What happened at one step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum EventKind {
     /// An attempt was sent; its full cap is reserved up to `reservation_end`.
@@ -34,7 +41,10 @@ pub enum EventKind {
         /// 1-based attempt number.
         attempt: u32,
         /// The attempt's deadline, `at + cap`.
-        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
+        )]
         reservation_end: Duration,
     },
     /// A response arrived.
@@ -49,13 +59,22 @@ pub enum EventKind {
     /// A wait was planned (the next attempt fits).
     WaitPlanned {
         /// How long, from `at`.
-        #[serde(rename = "wait_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+        )]
         wait: Duration,
         /// The earliest next start.
-        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
         until: Duration,
         /// Where the next attempt's reservation would end.
-        #[serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
+        )]
         reservation_end: Duration,
         /// Why this long.
         basis: WaitBasis,
@@ -63,17 +82,26 @@ pub enum EventKind {
     /// The timer fired; the wait actually spent ran from `waited_from` to `at`.
     Woke {
         /// When the wait began.
-        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")
+        )]
         waited_from: Duration,
         /// How late the timer fired compared with the plan.
-        #[serde(rename = "late_by_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "late_by_s", serialize_with = "crate::secs::ser")
+        )]
         late_by: Duration,
     },
     /// The caller left. If it left during a wait, the wait actually spent ran
     /// from `waited_from` to `at`.
     CallerLeft {
         /// When the interrupted wait began, if one was interrupted.
-        #[serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")
+        )]
         waited_from: Option<Duration>,
     },
     /// The attempt ran past its cap and was abandoned.
@@ -97,7 +125,10 @@ pub enum EventKind {
     /// reservation would not fit after that: nothing is sent.
     HeldOff {
         /// When the service's hold-off ends.
-        #[serde(rename = "until_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
         until: Duration,
     },
     /// The server forbade retrying the response of this attempt (gRPC: a
@@ -134,6 +165,45 @@ pub enum EventKind {
         /// no grpc-retry-pushback-ms`.
         from: String,
     },
+    /// The response carried several `Retry-After` values (field lines, or
+    /// a list in one line): the longest valid wait among them counts. Just
+    /// after its [`Response`](EventKind::Response), which shows the value
+    /// that counts.
+    RetryAfterRepeated {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// How many values.
+        values: u32,
+        /// The values as received, joined with `, ` (shortened if long).
+        raw: String,
+    },
+    /// A `Retry-After` date was accepted although it is not in one of the
+    /// forms RFC 9110 requires: one of the documented near-misses (see
+    /// [`HttpDate`](crate::HttpDate)). Just after its
+    /// [`Response`](EventKind::Response).
+    LenientDate {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The date as received.
+        raw: String,
+        /// What was tolerated (`one-digit day, zone UTC`).
+        tolerated: String,
+    },
+    /// A rate-limit reset header was read (opt-in; see
+    /// [`ResetHeaders`](crate::ResetHeaders)).
+    ResetHeader {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The header's name.
+        header: String,
+        /// How it was read.
+        format: ResetFormat,
+        /// The value as received (shortened if long).
+        raw: String,
+        /// What it said.
+        #[cfg_attr(feature = "serde", serde(flatten))]
+        reading: ResetRead,
+    },
     /// The action stopped.
     Stopped {
         /// Why.
@@ -142,15 +212,19 @@ pub enum EventKind {
 }
 
 /// Why a wait is as long as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "source", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "source", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum WaitBasis {
     /// The server's delay, raised to the local floor if shorter.
     Server {
         /// The delay the server asked for (for a date: date − calendar time
         /// at receipt, never negative).
-        #[serde(rename = "requested_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
         requested: Duration,
     },
     /// No usable `Retry-After`: `base^completed` seconds (capped, if the
@@ -165,30 +239,102 @@ pub enum WaitBasis {
         /// Attempts completed so far.
         completed: u32,
         /// The fallback wait before jitter.
-        #[serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")
+        )]
         unjittered: Duration,
     },
     /// Before the first attempt: another action to the same service was
     /// asked to wait (429 with `Retry-After`), and this one honours it.
     HoldOff,
+    /// The server's delay from a rate-limit reset header (no usable
+    /// `Retry-After`, or a shorter one), raised to the local floor if
+    /// shorter. The [`EventKind::ResetHeader`] marked `used` names it.
+    ResetHeader {
+        /// The delay the header asked for.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
+        requested: Duration,
+    },
+    /// A server's delay raised to the local floor, plus a random spread
+    /// (see [`PolicyBuilder::spread`](crate::PolicyBuilder::spread)).
+    ServerSpread {
+        /// The delay the server asked for.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
+        requested: Duration,
+        /// Which header asked for it.
+        from: DelaySource,
+        /// The spread drawn, added on top.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "extra_s", serialize_with = "crate::secs::ser")
+        )]
+        extra: Duration,
+    },
+}
+
+/// Which header gave a server's delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum DelaySource {
+    /// `Retry-After`.
+    RetryAfter,
+    /// A rate-limit reset header.
+    ResetHeader,
+}
+
+/// What a reset header said, as recorded in the trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "reading", rename_all = "snake_case"))]
+pub enum ResetRead {
+    /// A wait; `used` if it is the wait that counted (longer than any valid
+    /// `Retry-After` and than the other reset headers).
+    Wait {
+        /// The wait from receipt.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+        )]
+        wait: Duration,
+        /// Whether this wait counted.
+        used: bool,
+    },
+    /// Ignored.
+    Ignored {
+        /// Why.
+        why: ResetIgnored,
+    },
 }
 
 /// The `Retry-After` of a response, as recorded in the trail.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "form", rename_all = "snake_case")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "form", rename_all = "snake_case"))]
 pub enum RetryAfterSeen {
     /// No header.
     Missing,
     /// `delay-seconds`.
     Seconds {
         /// The delay.
-        #[serde(rename = "value_s", serialize_with = "crate::secs::ser")]
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "value_s", serialize_with = "crate::secs::ser")
+        )]
         value: Duration,
     },
     /// An HTTP-date (written back as IMF-fixdate).
     Date {
         /// The date.
-        #[serde(serialize_with = "ser_date")]
+        #[cfg_attr(feature = "serde", serde(serialize_with = "ser_date"))]
         date: SystemTime,
     },
     /// Not usable; the raw value is kept.
@@ -196,21 +342,53 @@ pub enum RetryAfterSeen {
         /// The raw value (shortened if long).
         raw: String,
     },
+    /// A date that could not be turned into a wait: no trusted calendar
+    /// reading at receipt to place an RFC 850 two-digit year, or to compare
+    /// a date with the other values of a repeated field.
+    Unmeasured {
+        /// The raw value (shortened if long).
+        raw: String,
+    },
 }
 
-impl From<&RetryAfter> for RetryAfterSeen {
-    fn from(value: &RetryAfter) -> Self {
+impl RetryAfterSeen {
+    /// The header as the trail records it at receipt, given the calendar
+    /// reading then: for several values, the one whose wait counts.
+    pub fn at_receipt(value: &RetryAfter, calendar: Option<SystemTime>) -> Self {
         match value {
             RetryAfter::Missing => Self::Missing,
             RetryAfter::Seconds(value) => Self::Seconds { value: *value },
-            RetryAfter::Date(date) => Self::Date { date: *date },
+            RetryAfter::Date(date) => match date.placed(calendar) {
+                Some(date) => Self::Date { date },
+                None => Self::Unmeasured {
+                    raw: date.raw().unwrap_or_default().to_owned(),
+                },
+            },
             RetryAfter::Invalid(inv) => Self::Invalid {
                 raw: inv.to_string(),
+            },
+            RetryAfter::Repeated(repeated) => match value.asked_with_value(calendar) {
+                (Asked::Wait(_), Some(counted)) => Self::at_receipt(counted, calendar),
+                (Asked::Unmeasurable, _) => Self::Unmeasured {
+                    raw: repeated.raw().to_owned(),
+                },
+                _ => Self::Invalid {
+                    raw: repeated.raw().to_owned(),
+                },
             },
         }
     }
 }
 
+/// As recorded without a calendar reading (see
+/// [`RetryAfterSeen::at_receipt`]).
+impl From<&RetryAfter> for RetryAfterSeen {
+    fn from(value: &RetryAfter) -> Self {
+        Self::at_receipt(value, None)
+    }
+}
+
+#[cfg(feature = "serde")]
 fn ser_date<S: serde::Serializer>(date: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&httpdate::fmt_http_date(*date))
 }

@@ -169,6 +169,7 @@
 pub mod budget;
 mod builder;
 mod calendar;
+#[cfg(feature = "tower-http")]
 pub mod classify;
 mod clock;
 mod error;
@@ -185,6 +186,7 @@ pub mod report_slot;
 mod request;
 mod service;
 pub mod signal;
+#[cfg(feature = "single-flight")]
 pub mod single_flight;
 mod trace;
 
@@ -205,7 +207,7 @@ pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
 pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
-pub use signal::{GrpcSignal, HttpSignal, RetrySignal, Signal};
+pub use signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal};
 
 pub use retry_budget;
 pub use retry_budget::{Event, EventKind, Jitter, Outcome, Policy, Report};

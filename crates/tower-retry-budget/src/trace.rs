@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use retry_budget::{Action, Decision, Event, EventKind, RetryAfterSeen, WaitBasis};
+use retry_budget::{Action, Decision, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 
 use crate::observer::Watch;
 
@@ -20,6 +20,7 @@ impl std::fmt::Display for Seen<'_> {
             RetryAfterSeen::Seconds { value } => write!(f, "{} s", value.as_secs()),
             RetryAfterSeen::Date { date } => f.write_str(&httpdate::fmt_http_date(*date)),
             RetryAfterSeen::Invalid { raw } => write!(f, "invalid {raw}"),
+            RetryAfterSeen::Unmeasured { raw } => write!(f, "unmeasured date {raw:?}"),
         }
     }
 }
@@ -85,6 +86,12 @@ pub(crate) fn emit(events: &[Event]) {
                     WaitBasis::Fallback { .. } => ("fallback", None),
                     WaitBasis::FallbackJittered { .. } => ("fallback_jittered", None),
                     WaitBasis::HoldOff => ("hold_off", None),
+                    WaitBasis::ResetHeader { requested } => {
+                        ("reset_header", Some(secs(*requested)))
+                    }
+                    WaitBasis::ServerSpread { requested, .. } => {
+                        ("server_spread", Some(secs(*requested)))
+                    }
                     _ => ("other", None),
                 };
                 tracing::debug!(
@@ -151,6 +158,44 @@ pub(crate) fn emit(events: &[Event]) {
                 from = from.as_str(),
                 "response translated"
             ),
+            EventKind::RetryAfterRepeated {
+                attempt,
+                values,
+                raw,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "Retry-After repeated ({values} values: {raw}): the longest valid wait counts"
+            ),
+            EventKind::LenientDate {
+                attempt,
+                raw,
+                tolerated,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "Retry-After date read leniently ({tolerated}): {raw}"
+            ),
+            EventKind::ResetHeader {
+                attempt,
+                header,
+                raw,
+                reading,
+                ..
+            } => {
+                let reading = match reading {
+                    ResetRead::Wait { wait, used: true } => format!("wait {} s, used", secs(*wait)),
+                    ResetRead::Wait { wait, used: false } => {
+                        format!("wait {} s, not used", secs(*wait))
+                    }
+                    ResetRead::Ignored { why } => format!("ignored: {why}"),
+                };
+                tracing::debug!(
+                    target: "retry_budget",
+                    at_s, remaining_budget_s, attempt,
+                    "reset header {header}: {raw} ({reading})"
+                );
+            }
             _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
         }
     }

@@ -1,0 +1,209 @@
+//! What the layer costs per call, in instructions (callgrind, through
+//! gungraun): a count, not a time, so it is the same whatever else the
+//! machine is doing, and every ratio comes from one run.
+//!
+//! Every variant sends [`CALLS`] requests (built beforehand, not counted)
+//! through its stack and drops each response; the count is divided by
+//! [`CALLS`] in `examples/instruction_ratios.rs`. The stack, a warm-up of
+//! [`WARM_UP`] calls and the requests are made in the bench's setup, which
+//! callgrind does not count. Two inner services:
+//!
+//! * `instant`: answers 200 at once (the future is ready at its first poll);
+//! * `pending`: pending once, then 200 (a real network call in its smallest
+//!   form): tower's `Timeout` and `RetryBudget` arm their per-attempt timer.
+//!
+//! ```text
+//! cargo bench -p retry-budget-benches --bench instructions -- --output-format=json \
+//!   | cargo run -q -p retry-budget-benches --example instruction_ratios
+//! ```
+//!
+//! Needs valgrind and `gungraun-runner` of the same version as the `gungraun`
+//! library (see BENCHMARKS.md); `cargo test` does not build this bench.
+
+use std::hint::black_box;
+
+use gungraun::{library_benchmark, library_benchmark_group, main};
+use http::{Method, Request};
+use retry_budget_benches::{self as fixtures, copy, drive, request, Instant200, PendingOnce};
+use tokio::runtime::EnterGuard;
+use tower::Service;
+
+/// Requests sent by every variant in the measured part.
+const CALLS: usize = 1_000;
+/// Calls made in the setup, to warm the allocator, the runtime's timer and
+/// every lazily built structure.
+const WARM_UP: usize = 64;
+
+type Instant = fn(Request<()>) -> Instant200;
+type Pending = fn(Request<()>) -> PendingOnce;
+const INSTANT: Instant = fixtures::ok_at_once;
+const PENDING: Pending = fixtures::ok_after_pending;
+
+/// A stack ready to be measured: the service, the requests, and the runtime
+/// context its timers need.
+struct Bench<S> {
+    service: S,
+    requests: Vec<Request<()>>,
+    /// Polls a call may need: 1 (instant) or 2 (pending once).
+    polls: usize,
+    /// Whether to make (and keep until the response) one request copy, as
+    /// the floor of any retrying layer.
+    copy: bool,
+    _context: EnterGuard<'static>,
+}
+
+fn prepare<S>(mut service: S, method: Method, polls: usize, copy: bool) -> Bench<S>
+where
+    S: Service<Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    let runtime = Box::leak(Box::new(
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime"),
+    ));
+    let context = runtime.enter();
+    for _ in 0..WARM_UP {
+        black_box(drive(&mut service, request(method.clone()), polls));
+    }
+    Bench {
+        service,
+        requests: (0..CALLS).map(|_| request(method.clone())).collect(),
+        polls,
+        copy,
+        _context: context,
+    }
+}
+
+/// The measured loop. The bench is returned so that dropping it is not
+/// counted.
+#[inline(never)]
+fn run<S>(mut bench: Bench<S>) -> Bench<S>
+where
+    S: Service<Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    let polls = bench.polls;
+    for req in bench.requests.drain(..) {
+        let kept = bench.copy.then(|| copy(&req));
+        black_box(drive(&mut bench.service, black_box(req), polls));
+        drop(black_box(kept));
+    }
+    bench
+}
+
+fn instant_inner(copy: bool) -> Bench<tower::util::ServiceFn<Instant>> {
+    prepare(tower::service_fn(INSTANT), Method::GET, 1, copy)
+}
+
+fn pending_inner(copy: bool) -> Bench<tower::util::ServiceFn<Pending>> {
+    prepare(tower::service_fn(PENDING), Method::GET, 2, copy)
+}
+
+#[library_benchmark]
+#[bench::instant(instant_inner(false))]
+fn bare(bench: Bench<tower::util::ServiceFn<Instant>>) -> Bench<tower::util::ServiceFn<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(pending_inner(false))]
+fn bare_pending(
+    bench: Bench<tower::util::ServiceFn<Pending>>,
+) -> Bench<tower::util::ServiceFn<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(instant_inner(true))]
+fn bare_plus_copy(
+    bench: Bench<tower::util::ServiceFn<Instant>>,
+) -> Bench<tower::util::ServiceFn<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(pending_inner(true))]
+fn bare_plus_copy_pending(
+    bench: Bench<tower::util::ServiceFn<Pending>>,
+) -> Bench<tower::util::ServiceFn<Pending>> {
+    run(bench)
+}
+
+type Retry<F> = tower::retry::Retry<retry_budget_benches::Only429, tower::util::ServiceFn<F>>;
+type RetryTimeout<F> = tower::retry::Retry<
+    retry_budget_benches::Only429,
+    tower::timeout::Timeout<tower::util::ServiceFn<F>>,
+>;
+type Budget<F> = tower_retry_budget::RetryBudget<tower::util::ServiceFn<F>>;
+
+#[library_benchmark]
+#[bench::instant(prepare(fixtures::tower_retry(INSTANT), Method::GET, 1, false))]
+fn tower_retry(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(prepare(fixtures::tower_retry(PENDING), Method::GET, 2, false))]
+fn tower_retry_pending(bench: Bench<Retry<Pending>>) -> Bench<Retry<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(prepare(fixtures::tower_retry_timeout(INSTANT), Method::GET, 1, false))]
+fn tower_retry_timeout(bench: Bench<RetryTimeout<Instant>>) -> Bench<RetryTimeout<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(prepare(fixtures::tower_retry_timeout(PENDING), Method::GET, 2, false))]
+fn tower_retry_timeout_pending(
+    bench: Bench<RetryTimeout<Pending>>,
+) -> Bench<RetryTimeout<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(prepare(fixtures::retry_budget(INSTANT), Method::GET, 1, false))]
+fn retry_budget_get(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(prepare(fixtures::retry_budget(PENDING), Method::GET, 2, false))]
+fn retry_budget_get_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(prepare(fixtures::retry_budget(INSTANT), Method::POST, 1, false))]
+fn retry_budget_post(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(prepare(fixtures::retry_budget(PENDING), Method::POST, 2, false))]
+fn retry_budget_post_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
+    run(bench)
+}
+
+library_benchmark_group!(
+    name = per_call,
+    benchmarks = [
+        bare,
+        bare_pending,
+        bare_plus_copy,
+        bare_plus_copy_pending,
+        tower_retry,
+        tower_retry_pending,
+        tower_retry_timeout,
+        tower_retry_timeout_pending,
+        retry_budget_get,
+        retry_budget_get_pending,
+        retry_budget_post,
+        retry_budget_post_pending
+    ]
+);
+
+main!(library_benchmark_groups = per_call);
