@@ -433,3 +433,39 @@ async fn redis_killed_and_restarted_no_request_fails_and_sharing_recovers() {
     .await;
     assert_eq!(action.await.unwrap().unwrap().status(), 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_down_at_start_works_locally_then_joins_when_redis_comes() {
+    let Some(mut server) = RedisServer::start().await else {
+        return;
+    };
+    server.kill();
+    let ns = namespace("down-at-start");
+    let store = RedisStore::new(&server.url())
+        .unwrap()
+        .namespace(&ns)
+        .unwrap();
+    let late = HoldOff::builder().redis(store).build().unwrap();
+    // Local holds work at once, Redis or not.
+    late.hold("http://local.test:80", from_now(30));
+    assert!(late.until("http://local.test:80").is_some());
+    eventually("the store says Redis is unavailable", || {
+        let health = late.store_health().unwrap();
+        async move { !health.available && health.failures >= 1 }
+    })
+    .await;
+
+    server.run().await;
+    eventually("the late store joins", || {
+        let available = late.store_health().unwrap().available;
+        async move { available }
+    })
+    .await;
+    let other = shared(&server, &ns).await;
+    other.hold("http://svc.test:80", from_now(30));
+    eventually("the late store hears the others", || {
+        let held = late.until("http://svc.test:80").is_some();
+        async move { held }
+    })
+    .await;
+}
