@@ -416,6 +416,8 @@ async fn redis_killed_and_restarted_no_request_fails_and_sharing_recovers() {
     let health = a.store_health().unwrap();
     assert!(!health.available);
     assert!(health.failures >= 1);
+    // A hold recorded while Redis is away.
+    a.hold("http://outage.test:80", from_now(60));
 
     server.run().await;
     for (name, map) in [("A", &a), ("B", &b)] {
@@ -425,6 +427,12 @@ async fn redis_killed_and_restarted_no_request_fails_and_sharing_recovers() {
         })
         .await;
     }
+    // Published once Redis is back (Redis restarted empty).
+    eventually("B hears the hold A recorded during the outage", || {
+        let held = b.until("http://outage.test:80").is_some();
+        async move { held }
+    })
+    .await;
     let action = tokio::spawn(client_a.oneshot(get("http://back.test/retry-after/5")));
     eventually("B hears A's hold again", || {
         let held = b.until("http://back.test:80").is_some();

@@ -74,6 +74,7 @@ pub(crate) fn start(store: RedisStore, sink: Sink, runtime: &tokio::runtime::Han
     let stop = CancellationToken::new();
     let task_health = health.clone();
     let task_stop = stop.clone();
+    let republish = queue.clone();
     runtime.spawn(async move {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(store.op_timeout))
@@ -87,7 +88,7 @@ pub(crate) fn start(store: RedisStore, sink: Sink, runtime: &tokio::runtime::Han
             }
         };
         let publishing = publish::run(store.clone(), manager.clone(), receiver, task_health.clone());
-        let listening = subscribe::run(store, manager, sink, task_health, task_stop);
+        let listening = subscribe::run(store, manager, sink, republish, task_health, task_stop);
         futures_util::future::join(publishing, listening).await;
     });
     Publisher {
