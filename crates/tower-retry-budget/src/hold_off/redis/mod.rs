@@ -29,7 +29,9 @@
 //!   refusing, each process keeps working on its local map alone, and
 //!   [`HoldOff::store_health`](crate::HoldOff::store_health) says so
 //!   (`available: false`, `failures`); the store reconnects by itself,
-//!   reads the current keys again, and goes on.
+//!   reads the current keys again, publishes the live holds it knows and
+//!   Redis does not (recorded during the outage, or lost with a restarted
+//!   Redis), and goes on.
 //!
 //! ```no_run
 //! use retry_budget::Policy;
