@@ -195,8 +195,12 @@ struct Proxy {
 
 impl Proxy {
     fn start(upstream: &Upstream, flags: &[&str]) -> Self {
+        Self::start_to(&upstream.url(), flags)
+    }
+
+    fn start_to(upstream: &str, flags: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_retry-budget"))
-            .args(["proxy", "--upstream", &upstream.url()])
+            .args(["proxy", "--upstream", upstream])
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
             .args(flags)
             .stdin(Stdio::null())
@@ -1024,4 +1028,77 @@ async fn two_proxies_sharing_one_redis_honour_one_retry_after() {
     for proxy in [&a, &b] {
         assert_eq!(send(get(&proxy.url("/c"))).await.status, 200);
     }
+}
+
+#[tokio::test]
+async fn an_action_waiting_for_its_retry_holds_no_slot() {
+    let upstream = Upstream::start(|path, n| match (path, n) {
+        ("/limited", 0) => Reply::status(429).retry_after("2"),
+        _ => Reply::status(200).body("done\n"),
+    });
+    // One upstream attempt at a time; no hold-off, so that the 429 holds
+    // back only its own action.
+    let proxy = Proxy::start(&upstream, &["--concurrency", "1", "--no-hold-off"]);
+    let waiting = tokio::spawn(send(get(&proxy.url("/limited"))));
+    upstream.wait_for(1).await;
+    let started = Instant::now();
+    while proxy.metric("retry_budget_actions_waiting").await != 1.0 {
+        assert!(started.elapsed() < PATIENCE, "{}", proxy.metrics().await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While it waits its 2 s, another action gets the only slot.
+    let other = send(get(&proxy.url("/other"))).await;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.header("retry-budget-attempts"), "1");
+    assert_eq!(
+        proxy.metric("retry_budget_actions_waiting").await,
+        1.0,
+        "answered during the wait"
+    );
+    let waited = waiting.await.unwrap();
+    assert_eq!(waited.status, 200);
+    assert_eq!(waited.header("retry-budget-attempts"), "2");
+    let paths: Vec<String> = upstream.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["/limited", "/other", "/limited"]);
+}
+
+#[tokio::test]
+async fn with_an_untrusted_clock_a_retry_after_date_stops_the_action() {
+    let upstream =
+        Upstream::start(|_, _| Reply::status(429).retry_after("Wed, 21 Oct 2099 07:28:00 GMT"));
+    let proxy = Proxy::start(&upstream, &["--untrusted-clock", "--no-hold-off"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 429);
+    assert_eq!(
+        answer.header("retry-after"),
+        "Wed, 21 Oct 2099 07:28:00 GMT"
+    );
+    assert_eq!(answer.header("retry-budget-outcome"), "clock_untrusted");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert_eq!(upstream.count(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_502_with_the_report() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = Proxy::start_to(&format!("http://127.0.0.1:{port}"), &[]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 502);
+    assert_eq!(answer.header("retry-budget-outcome"), "transport_error");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert!(
+        answer.text().contains("Category: transport."),
+        "{}",
+        answer.text()
+    );
+    assert!(
+        answer.text().contains("Upstream error: "),
+        "{}",
+        answer.text()
+    );
 }

@@ -3,8 +3,9 @@
 //! ```text
 //! ReplayBodyLayer        (64 KiB of a retryable body kept; larger: sent once)
 //!   → mark Idempotent    (every request is budgeted; its policy says how often)
-//!   → RetryBudgetLayer   (this request's policy; the client-wide budget,
-//!                         hold-off and observer shared by all)
+//!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
+//!                         the client-wide budget, hold-off and observer
+//!                         shared by all)
 //!   → ConcurrencyLimit   (--concurrency: inside the retry layer, so an
 //!                         action waiting between attempts holds no slot)
 //!   → AttemptLayer       (retry-budget-attempt, deadline header, attempt span)
@@ -21,7 +22,6 @@
 //! request, so the observer's ids stay unique across these layers.)
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use http::Request;
 use hyper::body::Incoming;
@@ -34,8 +34,8 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
 use tower_retry_budget::{
-    Calendar, ClientBudget, HoldOff, Idempotent, ReplayBody, ReplayBodyLayer, ResetSignal,
-    RetryBudget, RetryBudgetLayer,
+    ClientBudget, HoldOff, Idempotent, ReplayBody, ReplayBodyLayer, ResetSignal, RetryBudget,
+    RetryBudgetLayer, UntrustedCalendar,
 };
 
 use super::args::Config;
@@ -57,29 +57,12 @@ pub type PerRequest = tower_retry_budget::ReplayBodyService<
     tower::util::MapRequest<RetryBudget<Below>, fn(Request<UpstreamBody>) -> Request<UpstreamBody>>,
 >;
 
-/// The calendar clock chosen by `--untrusted-clock`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProxyCalendar {
-    /// The system clock.
-    System,
-    /// None: a Retry-After date stops with `clock_untrusted`.
-    Untrusted,
-}
-
-impl Calendar for ProxyCalendar {
-    fn now(&self) -> Option<SystemTime> {
-        match self {
-            Self::System => Some(SystemTime::now()),
-            Self::Untrusted => None,
-        }
-    }
-}
-
 /// The shared parts of the stack; see the [module docs](self).
 #[derive(Clone)]
 pub struct Stack {
     below: Below,
-    calendar: ProxyCalendar,
+    /// `--untrusted-clock`: no calendar time for Retry-After dates.
+    untrusted_clock: bool,
     reset: Option<ResetSignal>,
     client_budget: Option<ClientBudget>,
     hold_off: Option<HoldOff>,
@@ -89,7 +72,7 @@ pub struct Stack {
 impl std::fmt::Debug for Stack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stack")
-            .field("calendar", &self.calendar)
+            .field("untrusted_clock", &self.untrusted_clock)
             .field("client_budget", &self.client_budget)
             .field("hold_off", &self.hold_off)
             .finish_non_exhaustive()
@@ -140,11 +123,7 @@ impl Stack {
         }
         Ok(Self {
             below,
-            calendar: if config.trusted_clock {
-                ProxyCalendar::System
-            } else {
-                ProxyCalendar::Untrusted
-            },
+            untrusted_clock: !config.trusted_clock,
             reset: config.reset.clone(),
             client_budget: config.client_budget.clone(),
             hold_off,
@@ -154,9 +133,10 @@ impl Stack {
 
     /// The service for one request under `policy`.
     pub fn service(&self, policy: Policy) -> PerRequest {
-        let mut layer = RetryBudgetLayer::new(policy)
-            .calendar(self.calendar)
-            .observer(self.metrics.clone());
+        let mut layer = RetryBudgetLayer::new(policy).observer(self.metrics.clone());
+        if self.untrusted_clock {
+            layer = layer.calendar(UntrustedCalendar);
+        }
         if let Some(reset) = &self.reset {
             layer = layer.signal(reset.clone());
         }
