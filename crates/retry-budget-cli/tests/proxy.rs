@@ -56,6 +56,8 @@ impl Reply {
 struct Seen {
     method: String,
     path: String,
+    /// When its head arrived.
+    at: Instant,
     headers: HeaderMap,
     body: Bytes,
 }
@@ -118,6 +120,7 @@ impl Upstream {
                                 };
                                 // Counted as soon as the head is in.
                                 count.fetch_add(1, Ordering::SeqCst);
+                                let at = Instant::now();
                                 let body = body
                                     .collect()
                                     .await
@@ -126,6 +129,7 @@ impl Upstream {
                                 seen.lock().unwrap().push(Seen {
                                     method: parts.method.to_string(),
                                     path: path.clone(),
+                                    at,
                                     headers: parts.headers,
                                     body,
                                 });
@@ -897,6 +901,133 @@ async fn reset_header_flags_are_the_same_as_get() {
         1.0,
         "{text}"
     );
+}
+
+/// A `redis-server` of the test's own on a free loopback port, or `None`
+/// (with a message) when there is none and `RETRY_BUDGET_REQUIRE_REDIS` is
+/// unset.
+struct RedisServer(Child, u16);
+
+impl RedisServer {
+    fn start() -> Option<Self> {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(e) if std::env::var_os("RETRY_BUDGET_REQUIRE_REDIS").is_none() => {
+                eprintln!("SKIPPED: cannot run `{binary}` ({e}); set RETRY_BUDGET_REQUIRE_REDIS=1 to make this a failure");
+                return None;
+            }
+            Err(e) => panic!("RETRY_BUDGET_REQUIRE_REDIS is set but `{binary}` cannot run: {e}"),
+        };
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < PATIENCE, "redis-server never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(Self(child, port))
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.1)
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits until `series` reads `at_least` on `proxy`'s metrics.
+async fn wait_metric(proxy: &Proxy, series: &str, at_least: f64) {
+    let start = Instant::now();
+    while proxy.metric(series).await < at_least {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "{series} never reached {at_least}:\n{}",
+            proxy.metrics().await
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn two_proxies_sharing_one_redis_honour_one_retry_after() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    let upstream = Upstream::start(|path, n| match (path, n) {
+        ("/a", 0) => Reply::status(429).retry_after("3"),
+        _ => Reply::status(200),
+    });
+    let flags = [
+        "--hold-off-redis",
+        &redis.url(),
+        "--hold-off-namespace",
+        "e2e",
+    ];
+    let (a, b) = (
+        Proxy::start(&upstream, &flags),
+        Proxy::start(&upstream, &flags),
+    );
+    let available = "retry_budget_hold_off_store_available{store=\"redis\"}";
+    wait_metric(&a, available, 1.0).await;
+    wait_metric(&b, available, 1.0).await;
+
+    // Through A: 429 Retry-After: 3 (A retries after 3 s).
+    let a_url = a.url("/a");
+    let through_a = tokio::spawn(async move { send(get(&a_url)).await });
+    upstream.wait_for(1).await;
+    wait_metric(
+        &b,
+        "retry_budget_hold_off_store_holds_total{store=\"redis\",direction=\"received\"}",
+        1.0,
+    )
+    .await;
+    // Through B, to the same upstream: its first attempt is held.
+    let answer = send(get(&b.url("/b"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(through_a.await.unwrap().status, 200);
+    let seen = upstream.seen();
+    let at = |path: &str| seen.iter().find(|s| s.path == path).expect(path).at;
+    let after = at("/b").duration_since(at("/a"));
+    assert!(
+        after >= Duration::from_secs(3),
+        "the upstream saw B's request {after:?} after A's 429"
+    );
+    assert_eq!(
+        b.metric("retry_budget_hold_offs_total{result=\"waited\"}")
+            .await,
+        1.0
+    );
+
+    // Redis stopped: both keep serving.
+    drop(redis);
+    let start = Instant::now();
+    while a.metric(available).await != 0.0 {
+        assert!(start.elapsed() < PATIENCE, "A never said Redis was gone");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        a.metric("retry_budget_hold_off_store_failures_total{store=\"redis\"}")
+            .await
+            >= 1.0
+    );
+    for proxy in [&a, &b] {
+        assert_eq!(send(get(&proxy.url("/c"))).await.status, 200);
+    }
 }
 
 #[tokio::test]

@@ -416,6 +416,8 @@ async fn redis_killed_and_restarted_no_request_fails_and_sharing_recovers() {
     let health = a.store_health().unwrap();
     assert!(!health.available);
     assert!(health.failures >= 1);
+    // A hold recorded while Redis is away.
+    a.hold("http://outage.test:80", from_now(60));
 
     server.run().await;
     for (name, map) in [("A", &a), ("B", &b)] {
@@ -425,6 +427,12 @@ async fn redis_killed_and_restarted_no_request_fails_and_sharing_recovers() {
         })
         .await;
     }
+    // Published once Redis is back (Redis restarted empty).
+    eventually("B hears the hold A recorded during the outage", || {
+        let held = b.until("http://outage.test:80").is_some();
+        async move { held }
+    })
+    .await;
     let action = tokio::spawn(client_a.oneshot(get("http://back.test/retry-after/5")));
     eventually("B hears A's hold again", || {
         let held = b.until("http://back.test:80").is_some();
@@ -432,4 +440,40 @@ async fn redis_killed_and_restarted_no_request_fails_and_sharing_recovers() {
     })
     .await;
     assert_eq!(action.await.unwrap().unwrap().status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_down_at_start_works_locally_then_joins_when_redis_comes() {
+    let Some(mut server) = RedisServer::start().await else {
+        return;
+    };
+    server.kill();
+    let ns = namespace("down-at-start");
+    let store = RedisStore::new(&server.url())
+        .unwrap()
+        .namespace(&ns)
+        .unwrap();
+    let late = HoldOff::builder().redis(store).build().unwrap();
+    // Local holds work at once, Redis or not.
+    late.hold("http://local.test:80", from_now(30));
+    assert!(late.until("http://local.test:80").is_some());
+    eventually("the store says Redis is unavailable", || {
+        let health = late.store_health().unwrap();
+        async move { !health.available && health.failures >= 1 }
+    })
+    .await;
+
+    server.run().await;
+    eventually("the late store joins", || {
+        let available = late.store_health().unwrap().available;
+        async move { available }
+    })
+    .await;
+    let other = shared(&server, &ns).await;
+    other.hold("http://svc.test:80", from_now(30));
+    eventually("the late store hears the others", || {
+        let held = late.until("http://svc.test:80").is_some();
+        async move { held }
+    })
+    .await;
 }

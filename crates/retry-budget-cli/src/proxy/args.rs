@@ -12,6 +12,7 @@ use std::time::Duration;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use retry_budget::{Policy, PolicyError, Ratio};
+use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::{ClientBudget, ResetSignal};
 
 use crate::signal_args::SignalArgs;
@@ -69,6 +70,16 @@ pub struct Args {
     /// action that received it, not later first attempts to the upstream.
     #[arg(long)]
     no_hold_off: bool,
+    /// Share the hold-off with every proxy using this Redis
+    /// (`redis://HOST:PORT`): a Retry-After seen through one holds the first
+    /// attempts through all. No request waits for Redis; while it is
+    /// unavailable each proxy goes on with its own map.
+    #[arg(long, value_name = "URL", conflicts_with = "no_hold_off")]
+    hold_off_redis: Option<String>,
+    /// The namespace of the shared hold-off: only proxies with the same one
+    /// share (a tenant, or a hash of the API token; never the token itself).
+    #[arg(long, value_name = "NAME", requires = "hold_off_redis")]
+    hold_off_namespace: Option<String>,
     /// Budget requests that arrive with `retry-budget-attempt` greater than
     /// 1 (retries of a proxy below) too. Without it they are forwarded once,
     /// so that retries do not multiply across proxies.
@@ -165,6 +176,8 @@ pub struct Config {
     pub client_budget: Option<ClientBudget>,
     /// Whether the shared hold-off is on.
     pub hold_off: bool,
+    /// Where the hold-off is shared with other proxies, if anywhere.
+    pub hold_off_redis: Option<RedisStore>,
     /// Whether retries of a proxy below are budgeted too.
     pub retry_retries: bool,
     /// How long in-flight actions may take after a shutdown signal.
@@ -216,6 +229,18 @@ impl Args {
                     .map_err(|e| format!("--retry-ratio: {e}"))?,
             )
         };
+        let hold_off_redis = match &self.hold_off_redis {
+            None => None,
+            Some(url) => {
+                let store = RedisStore::new(url).map_err(|e| format!("--hold-off-redis: {e}"))?;
+                Some(match &self.hold_off_namespace {
+                    Some(name) => store
+                        .namespace(name)
+                        .map_err(|e| format!("--hold-off-namespace: {e}"))?,
+                    None => store,
+                })
+            }
+        };
         if self.listen == self.admin && self.listen.port() != 0 {
             return Err(format!(
                 "--admin: {} is also the --listen address; give them different ports",
@@ -232,6 +257,7 @@ impl Args {
             concurrency: self.concurrency,
             client_budget,
             hold_off: !self.no_hold_off,
+            hold_off_redis,
             retry_retries: self.retry_retries,
             drain: self.drain.unwrap_or(self.budget),
             log_format: self.log_format,
@@ -383,5 +409,45 @@ mod tests {
             "127.0.0.1:9000"
         ])
         .starts_with("--admin: "));
+    }
+
+    #[test]
+    fn the_hold_off_shared_through_redis() {
+        let shared = config(&[
+            "--upstream",
+            "http://a/",
+            "--hold-off-redis",
+            "redis://:secret@127.0.0.1:6379",
+            "--hold-off-namespace",
+            "tenant-1",
+        ])
+        .unwrap();
+        assert!(shared.hold_off);
+        let store = shared.hold_off_redis.expect("a store");
+        assert_eq!(
+            store.to_string(),
+            "redis://127.0.0.1:6379 (namespace tenant-1)",
+            "never the password"
+        );
+        let alone = config(&["--upstream", "http://a/"]).unwrap();
+        assert!(alone.hold_off && alone.hold_off_redis.is_none());
+
+        let err = |list: &[&str]| config(list).unwrap_err();
+        let base = ["--upstream", "http://a/"];
+        let with = |extra: &[&'static str]| [&base[..], extra].concat();
+        assert!(err(&with(&["--hold-off-redis", "http://a/"])).starts_with("--hold-off-redis: "));
+        assert!(err(&with(&[
+            "--hold-off-redis",
+            "redis://h:1",
+            "--hold-off-namespace",
+            "the token: s3cret"
+        ]))
+        .starts_with("--hold-off-namespace: "));
+        // A namespace needs a store; a store needs the hold-off on.
+        assert!(err(&with(&["--hold-off-namespace", "t"])).contains("--hold-off-redis"));
+        assert!(
+            err(&with(&["--hold-off-redis", "redis://h:1", "--no-hold-off"]))
+                .contains("cannot be used with")
+        );
     }
 }

@@ -14,9 +14,15 @@
 //! | `retry_budget_retries_throttled_total` | counter | `retry_refused` (the client-wide budget) |
 //! | `retry_budget_actions_in_flight` | gauge | first event to `stopped` |
 //! | `retry_budget_actions_waiting` | gauge | `wait_planned` to `woke` (or the end) |
+//! | `retry_budget_hold_off_store_available{store="redis"}` | gauge | 1 while the shared hold-off store works, 0 while each proxy goes on alone (only with `--hold-off-redis`) |
+//! | `retry_budget_hold_off_store_failures_total{store}` | counter | store operations that failed or ran out of time |
+//! | `retry_budget_hold_off_store_holds_total{store,direction="published"\|"received"\|"dropped"}` | counter | holds shared with the other proxies |
+//!
+//! The store's figures are read from [`HoldOff::store_health`] at each
+//! scrape.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -25,7 +31,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use retry_budget::{Event, EventKind, Report, WaitBasis};
-use tower_retry_budget::{ActionId, Observer};
+use tower_retry_budget::{ActionId, HoldOff, Observer};
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -54,6 +60,17 @@ struct WaitLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HoldOffLabels {
     result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    store: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreHoldLabels {
+    store: &'static str,
+    direction: &'static str,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
@@ -88,6 +105,11 @@ struct Inner {
     in_flight: Gauge,
     waiting: Gauge,
     running: Mutex<HashMap<u64, Running>>,
+    /// The shared hold-off, whose store's health each scrape reads.
+    hold_off: OnceLock<HoldOff>,
+    store_available: Family<StoreLabels, Gauge>,
+    store_failures: Family<StoreLabels, Counter>,
+    store_holds: Family<StoreHoldLabels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -165,6 +187,24 @@ impl Metrics {
             "Actions waiting between attempts (or for a hold-off)",
             waiting.clone(),
         );
+        let store_available = Family::<StoreLabels, Gauge>::default();
+        registry.register(
+            "hold_off_store_available",
+            "1 while the shared hold-off store works, 0 while this proxy holds off alone",
+            store_available.clone(),
+        );
+        let store_failures = Family::<StoreLabels, Counter>::default();
+        registry.register(
+            "hold_off_store_failures",
+            "Operations on the shared hold-off store that failed or ran out of time",
+            store_failures.clone(),
+        );
+        let store_holds = Family::<StoreHoldLabels, Counter>::default();
+        registry.register(
+            "hold_off_store_holds",
+            "Holds published to, received from, or dropped before the shared hold-off store",
+            store_holds.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -178,7 +218,44 @@ impl Metrics {
                 in_flight,
                 waiting,
                 running: Mutex::new(HashMap::new()),
+                hold_off: OnceLock::new(),
+                store_available,
+                store_failures,
+                store_holds,
             }),
+        }
+    }
+
+    /// Exports the health of `hold_off`'s shared store (if it has one) at
+    /// each scrape. Only the first call counts.
+    pub fn watch_hold_off(&self, hold_off: HoldOff) {
+        let _ = self.inner.hold_off.set(hold_off);
+    }
+
+    /// Copies the store's health into its metrics.
+    fn read_store(&self) {
+        let m = &*self.inner;
+        let Some(health) = m.hold_off.get().and_then(HoldOff::store_health) else {
+            return;
+        };
+        let store = StoreLabels { store: "redis" };
+        m.store_available
+            .get_or_create(&store)
+            .set(i64::from(health.available));
+        let up_to = |counter: &Counter, total: u64| {
+            counter.inc_by(total.saturating_sub(counter.get()));
+        };
+        up_to(&m.store_failures.get_or_create(&store), health.failures);
+        for (direction, total) in [
+            ("published", health.published),
+            ("received", health.received),
+            ("dropped", health.dropped),
+        ] {
+            let labels = StoreHoldLabels {
+                store: "redis",
+                direction,
+            };
+            up_to(&m.store_holds.get_or_create(&labels), total);
         }
     }
 
@@ -261,6 +338,7 @@ impl Metrics {
 
     /// The text exposition (OpenMetrics, which Prometheus reads).
     pub fn encode(&self) -> String {
+        self.read_store();
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);

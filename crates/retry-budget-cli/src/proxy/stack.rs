@@ -79,10 +79,25 @@ impl std::fmt::Debug for Stack {
     }
 }
 
-/// The shared hold-off map of the proxy, if on. One place, so that other
-/// stores (Redis) can be added here.
-pub fn hold_off(config: &Config) -> Option<HoldOff> {
-    config.hold_off.then(HoldOff::default)
+/// The shared hold-off map of the proxy, if on, shared with other proxies
+/// through Redis if `--hold-off-redis` is given (its task starts on the
+/// current runtime).
+///
+/// # Errors
+///
+/// A one-line message naming the flag.
+pub fn hold_off(config: &Config) -> Result<Option<HoldOff>, String> {
+    if !config.hold_off {
+        return Ok(None);
+    }
+    let mut builder = HoldOff::builder();
+    if let Some(store) = &config.hold_off_redis {
+        builder = builder.redis(store.clone());
+    }
+    builder
+        .build()
+        .map(Some)
+        .map_err(|e| format!("--hold-off-redis: {e}"))
 }
 
 impl Stack {
@@ -90,7 +105,8 @@ impl Stack {
     ///
     /// # Errors
     ///
-    /// A one-line message: the TLS roots could not be loaded.
+    /// A one-line message: the TLS roots could not be loaded, or the
+    /// hold-off's store could not start.
     pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
         let client = client(config)?;
         let below = ServiceBuilder::new()
@@ -101,12 +117,16 @@ impl Stack {
             )
             .layer(AttemptLayer)
             .service(client);
+        let hold_off = hold_off(config)?;
+        if let Some(map) = &hold_off {
+            metrics.watch_hold_off(map.clone());
+        }
         Ok(Self {
             below,
             untrusted_clock: !config.trusted_clock,
             reset: config.reset.clone(),
             client_budget: config.client_budget.clone(),
-            hold_off: hold_off(config),
+            hold_off,
             metrics,
         })
     }

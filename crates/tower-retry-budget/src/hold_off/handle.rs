@@ -181,6 +181,20 @@ impl Sink {
         }
         Some(())
     }
+
+    /// Every live hold, with what is left of it; `None` once the map is
+    /// gone.
+    pub(crate) fn live(&self) -> Option<Vec<(Arc<str>, Duration)>> {
+        let inner = self.0.upgrade()?;
+        let map = HoldOff { inner };
+        let now = Instant::now();
+        let live = map.lock().live(now);
+        Some(
+            live.into_iter()
+                .map(|(key, until)| (key, until.saturating_duration_since(now)))
+                .collect(),
+        )
+    }
 }
 
 /// Keys are lower-case; most already are, so this rarely allocates.

@@ -94,6 +94,17 @@ impl Map {
         Held::Lengthened
     }
 
+    /// Every live hold (O(n): for a store that reconnects, not for
+    /// requests).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(super) fn live(&mut self, now: Instant) -> Vec<(Arc<str>, Instant)> {
+        self.purge(now);
+        self.by_expiry
+            .iter()
+            .map(|(until, key)| (key.clone(), *until))
+            .collect()
+    }
+
     /// Authorities in the map.
     pub(super) fn len(&self) -> usize {
         self.until.len()

@@ -29,7 +29,9 @@
 //!   refusing, each process keeps working on its local map alone, and
 //!   [`HoldOff::store_health`](crate::HoldOff::store_health) says so
 //!   (`available: false`, `failures`); the store reconnects by itself,
-//!   reads the current keys again, and goes on.
+//!   reads the current keys again, publishes the live holds it knows and
+//!   Redis does not (recorded during the outage, or lost with a restarted
+//!   Redis), and goes on.
 //!
 //! ```no_run
 //! use retry_budget::Policy;
@@ -74,6 +76,7 @@ pub(crate) fn start(store: RedisStore, sink: Sink, runtime: &tokio::runtime::Han
     let stop = CancellationToken::new();
     let task_health = health.clone();
     let task_stop = stop.clone();
+    let republish = queue.clone();
     runtime.spawn(async move {
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(store.op_timeout))
@@ -87,7 +90,7 @@ pub(crate) fn start(store: RedisStore, sink: Sink, runtime: &tokio::runtime::Han
             }
         };
         let publishing = publish::run(store.clone(), manager.clone(), receiver, task_health.clone());
-        let listening = subscribe::run(store, manager, sink, task_health, task_stop);
+        let listening = subscribe::run(store, manager, sink, republish, task_health, task_stop);
         futures_util::future::join(publishing, listening).await;
     });
     Publisher {

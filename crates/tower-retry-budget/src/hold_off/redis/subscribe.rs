@@ -6,14 +6,18 @@
 //! the subscription is reconnected here, by hand, because the order
 //! matters and the manager does not tell when it resubscribed: first
 //! subscribe, *then* read the keys, so that a hold published in between is
-//! seen one way or the other. A session ends when the connection does; the
+//! seen one way or the other; then hand the live holds this process knows
+//! and Redis does not (those recorded while Redis was away, or lost with a
+//! restarted Redis) to the publishing task. A session ends when the connection does; the
 //! next one starts after a short, growing pause (100 ms to 2 s).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::config::RedisStore;
@@ -47,12 +51,13 @@ pub(super) async fn run(
     store: RedisStore,
     manager: ConnectionManager,
     sink: Sink,
+    republish: mpsc::Sender<(Box<str>, Duration)>,
     health: Arc<Health>,
     stop: CancellationToken,
 ) {
     let mut pause = FIRST_PAUSE;
     loop {
-        let session = session(&store, manager.clone(), &sink, &health);
+        let session = session(&store, manager.clone(), &sink, &republish, &health);
         let ended = match stop.run_until_cancelled(session).await {
             Some(ended) => ended,
             None => return,
@@ -83,6 +88,7 @@ async fn session(
     store: &RedisStore,
     mut manager: ConnectionManager,
     sink: &Sink,
+    republish: &mpsc::Sender<(Box<str>, Duration)>,
     health: &Health,
 ) -> Ended {
     let bound = store.op_timeout;
@@ -96,8 +102,21 @@ async fn session(
         Ok(Err(e)) => return Ended::Redis(e),
         Err(_) => return Ended::TimedOut("subscribing"),
     }
-    if let Err(ended) = read_keys(store, &mut manager, sink, health).await {
-        return ended;
+    let in_redis = match read_keys(store, &mut manager, sink, health).await {
+        Ok(in_redis) => in_redis,
+        Err(ended) => return ended,
+    };
+    let Some(live) = sink.live() else {
+        return Ended::Closed;
+    };
+    for (authority, hold) in live {
+        if !in_redis.contains(&*authority)
+            && republish
+                .try_send((authority.as_ref().into(), hold))
+                .is_err()
+        {
+            health.dropped();
+        }
     }
     health.command_ok();
     health.listening(true);
@@ -118,13 +137,15 @@ async fn session(
     Ended::Closed
 }
 
-/// SCAN the namespace's keys and apply each one's remaining TTL.
+/// SCAN the namespace's keys and apply each one's remaining TTL; the
+/// authorities Redis holds.
 async fn read_keys(
     store: &RedisStore,
     manager: &mut ConnectionManager,
     sink: &Sink,
     health: &Health,
-) -> Result<(), Ended> {
+) -> Result<HashSet<String>, Ended> {
+    let mut in_redis = HashSet::new();
     let prefix = store.key_prefix();
     let pattern = format!("{prefix}*");
     let mut cursor: u64 = 0;
@@ -160,11 +181,12 @@ async fn read_keys(
                 if sink.apply(authority, Duration::from_millis(ms)).is_none() {
                     return Err(Ended::Closed);
                 }
+                in_redis.insert(authority.to_owned());
                 health.received();
             }
         }
         if next == 0 {
-            return Ok(());
+            return Ok(in_redis);
         }
         cursor = next;
     }
