@@ -377,6 +377,12 @@ impl Progress {
                 ),
                 None,
             ),
+            EventKind::SharedStoreUnavailable => (
+                format!(
+                    "{at} the shared hold-off store is unavailable: only this process's hold-offs apply"
+                ),
+                None,
+            ),
             EventKind::Stopped { outcome } => (format!("{at} stopped: {outcome}"), Some(None)),
             // A kind newer than this program.
             other => (format!("{at} {other:?}"), None),

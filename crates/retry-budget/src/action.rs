@@ -560,6 +560,35 @@ impl Action {
         }
     }
 
+    /// The client's shared hold-off store (across processes, e.g. Redis) is
+    /// unavailable at `now`: the action goes on with the process's own
+    /// hold-off map alone. Recorded once per action, before its first
+    /// attempt, as [`EventKind::SharedStoreUnavailable`], so that the report
+    /// says other processes' holds may have been missed; it changes no
+    /// decision. Ignored once an attempt has started.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, EventKind, Policy};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// assert_eq!(action.shared_store_unavailable(Duration::ZERO), Decision::StartNow);
+    /// action.shared_store_unavailable(Duration::ZERO); // once
+    /// assert_eq!(action.events().len(), 1);
+    /// assert_eq!(action.events()[0].kind, EventKind::SharedStoreUnavailable);
+    /// ```
+    pub fn shared_store_unavailable(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        let noted = self
+            .events
+            .iter()
+            .any(|e| e.kind == EventKind::SharedStoreUnavailable);
+        if self.phase == Phase::Ready && self.attempts_started == 0 && !noted {
+            self.push(now, EventKind::SharedStoreUnavailable);
+        }
+        self.decision()
+    }
+
     /// The client's shared retry budget refused the retry that
     /// [`response`](Action::response) has just planned (it answered
     /// [`Decision::WaitUntil`]): stop at `now` as

@@ -218,6 +218,12 @@ pub enum EventKind {
         )]
         extra: Duration,
     },
+    /// The client's shared hold-off store (across processes, e.g. Redis)
+    /// was unavailable when the action started: its hold-offs were read from
+    /// this process's own map alone (holds from other processes may be
+    /// missing). Recorded once, before the first attempt; changes no
+    /// decision.
+    SharedStoreUnavailable,
     /// The action stopped.
     Stopped {
         /// Why.

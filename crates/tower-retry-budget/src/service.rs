@@ -105,8 +105,17 @@ where
             .hold_off
             .as_ref()
             .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
+        // A shared store (Redis) that is down: the core records that this
+        // action's hold-offs come from the local map alone.
+        let store_down = hold_off
+            .as_ref()
+            .and_then(|(map, _)| map.store_health())
+            .is_some_and(|health| !health.available);
         let extras = Extras::of(&request, &self.config, hold_off);
         let mut ctx = Ctx::new(self.config.clone(), self.inner.clone(), extras);
+        if store_down {
+            ctx.step(|action, now| action.shared_store_unavailable(now));
+        }
         if let Some(until) = ctx.held_until() {
             // The service asked the client to wait: the core decides whether
             // the first attempt waits or is never sent.

@@ -149,6 +149,11 @@ pub(crate) fn emit(events: &[Event]) {
                 at_s, remaining_budget_s, attempt,
                 "retry forbidden by the server"
             ),
+            EventKind::SharedStoreUnavailable => tracing::warn!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                "shared hold-off store unavailable: this process's hold-offs only"
+            ),
             EventKind::Translated { attempt, from } => tracing::debug!(
                 target: "retry_budget",
                 at_s, remaining_budget_s, attempt,

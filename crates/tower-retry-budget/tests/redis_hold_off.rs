@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{Outcome, Policy, Report};
+use retry_budget::{EventKind, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
@@ -462,6 +462,22 @@ async fn a_store_down_at_start_works_locally_then_joins_when_redis_comes() {
         async move { !health.available && health.failures >= 1 }
     })
     .await;
+    // An action started while the store is down says so in its trail, and
+    // is served from the local map.
+    let calls = Calls::default();
+    let response = client(Policy::default(), &late, &upstream(&calls))
+        .oneshot(get("http://other.test/ok"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let report = response.extensions().get::<Report>().unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(
+        report.events[0].kind,
+        EventKind::SharedStoreUnavailable,
+        "{:?}",
+        report.events
+    );
 
     server.run().await;
     eventually("the late store joins", || {
@@ -469,6 +485,16 @@ async fn a_store_down_at_start_works_locally_then_joins_when_redis_comes() {
         async move { available }
     })
     .await;
+    // Once it is back, an action's trail no longer mentions it.
+    let response = client(Policy::default(), &late, &upstream(&calls))
+        .oneshot(get("http://other.test/ok-again"))
+        .await
+        .unwrap();
+    let report = response.extensions().get::<Report>().unwrap();
+    assert!(!report
+        .events
+        .iter()
+        .any(|e| e.kind == EventKind::SharedStoreUnavailable));
     let other = shared(&server, &ns).await;
     other.hold("http://svc.test:80", from_now(30));
     eventually("the late store hears the others", || {
