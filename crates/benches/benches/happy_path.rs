@@ -7,10 +7,11 @@
 //! Criterion measures the variants one after the other, seconds apart, so
 //! load on the machine can drift between them: its medians give absolute
 //! times, not ratios. The ratios come from a second, **interleaved** pass in
-//! the same process: in each of [`ROUNDS`] rounds every variant runs a batch
-//! of [`BATCH`] calls, in an order rotated each round; each ratio is taken
-//! per round (both sides measured within milliseconds of each other), and
-//! its median and spread over the rounds are printed. Criterion's medians are
+//! the same process: the variants take turns batch by batch ([`BATCH`]
+//! calls each, order rotated); a round is [`SAMPLES`] batches of each, and
+//! gives each variant its median batch and each ratio one value (both sides
+//! measured within the same fraction of a second). The median and spread of
+//! each ratio over [`ROUNDS`] rounds are printed. Criterion's medians are
 //! printed only if every one was written by this run: a filtered or stale
 //! run is refused, never mixed in.
 //!
@@ -27,10 +28,14 @@ use http::{Method, Request, Response};
 use retry_budget_benches::{self as fixtures, copy, drive, request};
 use tower::Service;
 
-/// Interleaved rounds.
-const ROUNDS: usize = 31;
-/// Calls per variant and round.
-const BATCH: usize = 5_000;
+/// Interleaved rounds; each gives one value of every ratio.
+const ROUNDS: usize = 21;
+/// Batches per variant and round, interleaved with the other variants'.
+const SAMPLES: usize = 50;
+/// Calls per batch: short (tens of microseconds), so that a batch is rarely
+/// cut by the scheduler on a loaded machine, and the median batch of a round
+/// is not cut at all.
+const BATCH: usize = 100;
 
 /// One measured stack, behind a uniform interface.
 trait Variant {
@@ -230,18 +235,26 @@ fn median(sorted: &[f64]) -> f64 {
 
 fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
     let count = variants.len();
-    // ns per call, per variant, per round.
+    // Per variant and round: the median ns per call over the round's batches.
     let mut times = vec![Vec::with_capacity(ROUNDS); count];
-    for round in 0..ROUNDS {
-        for k in 0..count {
-            let i = (round + k) % count;
-            let (_, method, variant) = &mut variants[i];
-            let requests: Vec<_> = (0..BATCH).map(|_| request(method.clone())).collect();
-            let start = Instant::now();
-            for req in requests {
-                variant.call(req);
+    let mut batches = vec![Vec::with_capacity(SAMPLES); count];
+    for _ in 0..ROUNDS {
+        for sample in 0..SAMPLES {
+            for k in 0..count {
+                let i = (sample + k) % count;
+                let (_, method, variant) = &mut variants[i];
+                let requests: Vec<_> = (0..BATCH).map(|_| request(method.clone())).collect();
+                let start = Instant::now();
+                for req in requests {
+                    variant.call(req);
+                }
+                batches[i].push(start.elapsed().as_nanos() as f64 / BATCH as f64);
             }
-            times[i].push(start.elapsed().as_nanos() as f64 / BATCH as f64);
+        }
+        for (i, batch) in batches.iter_mut().enumerate() {
+            batch.sort_by(f64::total_cmp);
+            times[i].push(median(batch));
+            batch.clear();
         }
     }
     let index = |name: &str| {
