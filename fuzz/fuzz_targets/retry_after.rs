@@ -23,8 +23,16 @@ fuzz_target!(|data: &[u8]| {
             assert!(!digits);
             assert!(invalid.raw().chars().count() <= MAX_KEPT_RAW + 1);
         }
+        // A comma-separated list: at least one valid element.
+        RetryAfter::Repeated(repeated) => {
+            assert!(data.contains(&b','));
+            assert!(repeated.values().iter().any(RetryAfter::is_valid));
+            assert!(repeated.raw().chars().count() <= MAX_KEPT_RAW + 1);
+        }
         RetryAfter::Missing => panic!("a present value is never missing"),
     }
-    // Several fields are never valid.
-    assert!(!RetryAfter::from_values([data, data]).is_valid());
+    // The same value twice is valid exactly when it is, and asks the same.
+    let twice = RetryAfter::from_values([data, data]);
+    assert_eq!(twice.is_valid(), parsed.is_valid());
+    assert_eq!(twice.asked(None), parsed.asked(None));
 });

@@ -256,6 +256,7 @@ async fn play(case: Case, json: bool) -> ExitCode {
         trusted_clock: case.clock_trusted,
         json,
         verbose: false,
+        signals: Default::default(),
     };
     let status = get::fetch(target, options, &console, cancel).await;
     server.abort();

@@ -4,7 +4,7 @@
 //! The client stack, outermost first, is the one a user would build:
 //!
 //! ```text
-//! SetSensitiveRequestHeadersLayer (Authorization, Cookie, Proxy-Authorization)
+//! SetSensitiveRequestHeadersLayer (Authorization, Cookie, Proxy-Authorization, --sensitive)
 //!   → classify::trace_layer()     (tower-http's TraceLayer, shown with --verbose)
 //!   → DecompressionLayer          (gzip)
 //!   → RetryBudgetLayer            (the budget)
@@ -14,52 +14,75 @@
 //! Nothing here applies a budget rule: the steps come from the layer's
 //! `tracing` events ([`crate::progress`]), the ending from the
 //! [`Report`] it returns (in the final response's extensions, or in its
-//! error). Ctrl-C fires a [`CancellationToken`] put in the request's
-//! extensions: the layer sends nothing more and returns at once with the
-//! report.
+//! error). Ctrl-C, SIGTERM and SIGHUP ([`crate::interrupt`]) fire a
+//! [`CancellationToken`] put in the request's extensions: the layer sends
+//! nothing more and returns at once with the report.
 //!
-//! Exit status: 0 for `success`, 1 for every other outcome, 2 for a usage
-//! error (nothing is sent), 130 for Ctrl-C.
+//! The action includes the final response's body: it is read under the
+//! deadline of the attempt that produced it ([`crate::body`]). What the
+//! user typed is checked before anything is sent ([`crate::url`],
+//! [`crate::headers`]) and no secret of it is ever shown
+//! ([`crate::redact`]).
+//!
+//! Exit status: see [`crate::exit`] (0 `success`, 1 any other outcome, 2
+//! usage error with nothing sent, 18/23/28 for the body, 129/130/143 for
+//! SIGHUP/SIGINT/SIGTERM).
 
 use std::error::Error as StdError;
 use std::io::{self, Write};
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION};
-use http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
+use http::header::AUTHORIZATION;
+use http::{HeaderName, Method, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use retry_budget::{Outcome, Policy, PolicyError, Report};
+use tokio::io::AsyncWrite;
 use tokio_util::sync::CancellationToken;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, Calendar, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
+    classify, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::progress::{Console, ProgressLayer, INDENT};
+use crate::body::{self, BodyRead};
+use crate::exit::{Ending, Exit};
+use crate::headers::{self, Header, Sensitive};
+use crate::interrupt;
+use crate::progress::{Console, Progress, ProgressLayer, INDENT};
+use crate::signal_args::SignalArgs;
+use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The URL to fetch (http:// or https://).
-    #[arg(value_name = "URL", value_parser = parse_url)]
-    url: Uri,
+    /// The URL to fetch (http:// or https://). Userinfo
+    /// (`http://user:password@host/`) is sent as Basic authorization and
+    /// shown as `user:***`.
+    #[arg(value_name = "URL")]
+    url: String,
     /// The request method. Only safe methods (GET, HEAD, OPTIONS, TRACE) are
     /// ever retried; any other is sent once.
     #[arg(short = 'X', long, value_name = "M", default_value = "GET", value_parser = parse_method)]
     method: Method,
-    /// A request header, `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
-    headers: Vec<Header>,
+    /// A request header, `Name: value` (repeatable). Content-Length,
+    /// Transfer-Encoding and Host must agree with what is sent.
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
+    headers: Vec<String>,
+    /// Treat this header's value as a secret (repeatable): never shown in
+    /// any output or error. Authorization, Cookie and Proxy-Authorization
+    /// always are.
+    #[arg(long, value_name = "NAME")]
+    sensitive: Vec<String>,
     /// The total budget of the action, counted from the first attempt's start.
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = parse_duration)]
     budget: Duration,
@@ -83,16 +106,15 @@ pub struct Args {
     /// Print the report as one JSON object on stdout (instead of the body).
     #[arg(long)]
     json: bool,
+    /// Write the body to this file instead of stdout (with --json too:
+    /// the report then says how the body ended).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Also show tower-http's trace events.
     #[arg(short, long)]
     verbose: bool,
-}
-
-/// One `-H 'Name: value'`.
-#[derive(Debug, Clone)]
-pub struct Header {
-    name: HeaderName,
-    value: HeaderValue,
+    #[command(flatten)]
+    signals: SignalArgs,
 }
 
 /// What to send.
@@ -100,16 +122,16 @@ pub struct Header {
 pub struct Target {
     /// The method.
     pub method: Method,
-    /// The URL (http:// or https://).
+    /// The URL (http:// or https://), userinfo included if given.
     pub uri: Uri,
-    /// Extra request headers.
+    /// Extra request headers (sensitive ones marked so).
     pub headers: Vec<Header>,
     /// A PEM file of CA certificates to trust instead of the platform's.
     pub cacert: Option<std::path::PathBuf>,
 }
 
 /// How to send it and what to print.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     /// The budget.
     pub policy: Policy,
@@ -119,25 +141,26 @@ pub struct Options {
     pub json: bool,
     /// Show tower-http's trace events too.
     pub verbose: bool,
+    /// Reset headers to read (the spread is in the policy).
+    pub signals: SignalArgs,
 }
 
 /// Runs the command and returns the process's exit status.
 pub fn run(args: Args) -> ExitCode {
-    let policy = match policy(&args) {
-        Ok(policy) => policy,
+    let checked = target(&args).and_then(|target| {
+        let policy = policy(&args).and_then(|p| args.signals.apply_policy(p))?;
+        Ok((target, policy))
+    });
+    let (target, policy) = match checked {
+        Ok(checked) => checked,
         Err(message) => return usage_error(&message),
-    };
-    let target = Target {
-        method: args.method,
-        uri: args.url,
-        headers: args.headers,
-        cacert: args.cacert,
     };
     let options = Options {
         policy,
         trusted_clock: !args.untrusted_clock,
         json: args.json,
         verbose: args.verbose,
+        signals: args.signals,
     };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
@@ -147,13 +170,42 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let console = Console::stderr();
-    runtime.block_on(fetch(target, options, &console, CancellationToken::new()))
+    let output = args.output.map_or(Output::Stdout, Output::File);
+    let status = runtime.block_on(fetch_to(
+        target,
+        options,
+        &output,
+        &console,
+        CancellationToken::new(),
+    ));
+    // A write to a stuck stdout may still be pending on a blocking thread
+    // after the deadline: the process ends without waiting for it.
+    runtime.shutdown_background();
+    status
 }
 
-/// Prints a usage error (one line) and returns exit status 2.
+/// Prints a usage error (one line, control characters escaped) and
+/// returns exit status 2.
 pub fn usage_error(message: &str) -> ExitCode {
-    eprintln!("retry-budget: {message}");
-    ExitCode::from(2)
+    eprintln!("retry-budget: {}", redact::escape(message));
+    Exit::Usage.into()
+}
+
+/// What the flags ask to send; the error never contains a secret.
+fn target(args: &Args) -> Result<Target, String> {
+    let sensitive = Sensitive::with(args.sensitive.iter().map(String::as_str))?;
+    let uri = url::parse(&args.url)?;
+    let headers = args
+        .headers
+        .iter()
+        .map(|text| headers::parse(text, &sensitive))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Target {
+        method: args.method.clone(),
+        uri,
+        headers,
+        cacert: args.cacert.clone(),
+    })
 }
 
 /// The tokio runtime of a command.
@@ -174,7 +226,7 @@ fn policy(args: &Args) -> Result<Policy, String> {
         .map_err(|e| {
             let flag = match e {
                 PolicyError::ZeroBudget => "--budget",
-                PolicyError::ZeroAttempts => "--max-attempts",
+                PolicyError::ZeroAttempts | PolicyError::TooManyAttempts { .. } => "--max-attempts",
                 PolicyError::ZeroAttemptCap | PolicyError::CapExceedsBudget { .. } => {
                     "--attempt-timeout"
                 }
@@ -186,10 +238,31 @@ fn policy(args: &Args) -> Result<Policy, String> {
 
 /// Sends `target` under `options`, shows every step on `console`, prints the
 /// visible status (and the body or the JSON report), and returns the exit
-/// status. `cancel` ends the action when fired (Ctrl-C fires it too).
+/// status. `cancel` ends the action when fired (so do SIGINT, SIGTERM and
+/// SIGHUP).
 pub async fn fetch(
     target: Target,
     options: Options,
+    console: &Console,
+    cancel: CancellationToken,
+) -> ExitCode {
+    fetch_to(target, options, &Output::Stdout, console, cancel).await
+}
+
+/// Where the final response's body goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Stdout (not read at all with `--json`).
+    Stdout,
+    /// A file, created (or truncated) before anything is sent.
+    File(PathBuf),
+}
+
+/// [`fetch`], with the body written to `output`.
+pub async fn fetch_to(
+    target: Target,
+    options: Options,
+    output: &Output,
     console: &Console,
     cancel: CancellationToken,
 ) -> ExitCode {
@@ -201,6 +274,19 @@ pub async fn fetch(
     let tls = match crate::tls::client_config(target.cacert.as_deref(), https) {
         Ok(tls) => tls,
         Err(message) => return usage_error(&message),
+    };
+    let mut out: Option<Pin<Box<dyn AsyncWrite + Send>>> = match output {
+        Output::Stdout if options.json => None,
+        Output::Stdout => Some(Box::pin(tokio::io::stdout())),
+        Output::File(path) => match tokio::fs::File::create(path).await {
+            Ok(file) => Some(Box::pin(file)),
+            Err(e) => {
+                return usage_error(&format!(
+                    "--output {}: cannot create the file: {e}",
+                    redact::escape(&path.display().to_string())
+                ))
+            }
+        },
     };
     request.extensions_mut().insert(cancel.clone());
     let mut policy = options.policy;
@@ -221,11 +307,10 @@ pub async fn fetch(
     // Only the first call in a process installs it (one action per process).
     let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer));
 
-    let interrupted = Arc::new(AtomicBool::new(false));
-    let watcher = match watch_ctrl_c(cancel.clone(), interrupted.clone()) {
+    let watcher = match interrupt::watch(cancel.clone()) {
         Ok(watcher) => watcher,
         Err(e) => {
-            eprintln!("retry-budget: cannot listen for Ctrl-C: {e}");
+            eprintln!("retry-budget: cannot listen for Ctrl-C, SIGTERM or SIGHUP: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -233,7 +318,7 @@ pub async fn fetch(
     console.line(&format!(
         "{} {}: budget {}, at most {} attempt{}, {} per attempt, waits of at least {}",
         target.method,
-        target.uri,
+        url::shown(&target.uri),
         retry_budget::Secs(policy.total_budget()),
         policy.max_attempts(),
         if policy.max_attempts() == 1 { "" } else { "s" },
@@ -247,46 +332,62 @@ pub async fn fetch(
         ));
     }
 
+    // The default sensitive names, and any other the user marked.
+    let mut sensitive = Sensitive::default().names();
+    for header in target.headers.iter().filter(|h| h.value.is_sensitive()) {
+        if !sensitive.contains(&header.name) {
+            sensitive.push(header.name.clone());
+        }
+    }
+    let progress = Progress::new(console.clone(), &policy);
     let countdown = console.spawn_countdown();
-    let result = if options.trusted_clock {
-        send(request, tls, RetryBudgetLayer::new(policy)).await
+    let (origin, result) = if options.trusted_clock {
+        let budget = options
+            .signals
+            .apply(RetryBudgetLayer::new(policy).observer(progress));
+        send(request, tls, sensitive, budget).await
     } else {
-        send(
-            request,
-            tls,
-            RetryBudgetLayer::new(policy).calendar(UntrustedCalendar),
-        )
-        .await
+        let budget = RetryBudgetLayer::new(policy)
+            .calendar(UntrustedCalendar)
+            .observer(progress);
+        send(request, tls, sensitive, options.signals.apply(budget)).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();
     }
 
-    let mut body_interrupted = false;
-    let report = match result {
+    let (report, body) = match result {
         Ok(response) => {
             let report = response.extensions().get::<Report>().cloned();
-            if !options.json {
-                body_interrupted = !copy_body(response, &cancel, console).await;
-            }
-            report
+            let body = match out.as_mut() {
+                Some(out) => {
+                    // The body is part of the action: it is read under the
+                    // deadline of the attempt that produced it.
+                    let by = body::deadline(report.as_ref(), policy.total_budget());
+                    let deadline = body::instant_at(origin, by);
+                    body::copy(response.into_body(), out, deadline, &cancel).await
+                }
+                None => BodyRead::not_read(),
+            };
+            (report, body)
         }
         Err(error) => {
             if let ErrorKind::Inner(inner) = error.kind() {
                 console.clear();
                 console.line(&format!("{INDENT} request failed: {}", chain(inner)));
             }
-            error.report().cloned().or_else(|| {
+            let report = error.report().cloned().or_else(|| {
                 // Only an inner service that is never ready ends this way.
                 console.line(&format!("retry-budget: {error}"));
                 None
-            })
+            });
+            (report, BodyRead::not_read())
         }
     };
-    watcher.abort();
+    let left = watcher.left();
+    drop(watcher);
     console.clear();
 
-    let interrupted = interrupted.load(Ordering::SeqCst);
     match &report {
         Some(report) => {
             console.line("");
@@ -294,36 +395,54 @@ pub async fn fetch(
         }
         None => console.line("retry-budget: the layer returned no report"),
     }
-    if body_interrupted {
-        console.line("Interrupted while the response body was being read.");
+    if let Some(line) = body.describe() {
+        console.line(&line);
     }
+    if let Some(leave) = left {
+        console.line(&format!("Left on {}.", leave.name()));
+    }
+    let mut report_unwritten = false;
     if options.json {
-        let line = report
+        let mut line = report
             .as_ref()
-            .map_or_else(|| no_report_json(interrupted), Report::to_json);
-        print_stdout(format!("{line}\n").as_bytes());
+            .map_or_else(|| no_report_json(left.is_some()), Report::to_json);
+        if let Some(map) = line.as_object_mut() {
+            map.insert("body".into(), body.end.as_str().into());
+            map.insert("body_bytes".into(), body.bytes.into());
+        }
+        if let Err(e) = print_stdout(format!("{line}\n").as_bytes()) {
+            console.line(&format!(
+                "The JSON report could not be written to stdout ({e})."
+            ));
+            report_unwritten = true;
+        }
     }
-    if interrupted {
-        ExitCode::from(130)
-    } else if report.is_some_and(|r| r.outcome == Outcome::Success) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    Exit::of(Ending {
+        left,
+        report_unwritten,
+        body: body.end,
+        success: report.is_some_and(|r| r.outcome == Outcome::Success),
+    })
+    .into()
 }
 
 /// The response body type after the stack, boxed.
 type Body = UnsyncBoxBody<Bytes, tower_http::BoxError>;
 
 /// Sends one request through the client stack (see the module docs).
-async fn send<C>(
+///
+/// Also returns when the request entered the stack: no later than the
+/// layer's own origin (it starts its clock when called), so a deadline
+/// measured from it is never later than the layer's.
+async fn send(
     request: Request<Full<Bytes>>,
     tls: Arc<rustls::ClientConfig>,
-    budget: RetryBudgetLayer<C>,
-) -> Result<Response<Body>, Error<hyper_util::client::legacy::Error>>
-where
-    C: Calendar + Clone,
-{
+    sensitive: Vec<HeaderName>,
+    budget: RetryBudgetLayer,
+) -> (
+    tokio::time::Instant,
+    Result<Response<Body>, Error<hyper_util::client::legacy::Error>>,
+) {
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(Arc::unwrap_or_clone(tls))
         .https_or_http()
@@ -331,93 +450,55 @@ where
         .build();
     let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
     let service = ServiceBuilder::new()
-        .layer(SetSensitiveRequestHeadersLayer::new([
-            AUTHORIZATION,
-            COOKIE,
-            PROXY_AUTHORIZATION,
-        ]))
+        .layer(SetSensitiveRequestHeadersLayer::new(sensitive))
         .layer(classify::trace_layer())
         .layer(DecompressionLayer::new())
         .layer(budget)
         .service(client);
-    let response = service.oneshot(request).await?;
-    Ok(response.map(BodyExt::boxed_unsync))
+    let origin = tokio::time::Instant::now();
+    let result = service.oneshot(request).await;
+    (
+        origin,
+        result.map(|response| response.map(BodyExt::boxed_unsync)),
+    )
 }
 
-/// The request of a target, with an empty body.
+/// The request of a target, with an empty body: the URL checked and
+/// without its userinfo, which goes in `Authorization` (unless `-H` gave
+/// one, as with curl); framing headers checked.
 fn build_request(target: &Target) -> Result<Request<Full<Bytes>>, String> {
+    url::check(&target.uri)?;
+    let (uri, userinfo) = url::split(&target.uri)?;
+    let body = Bytes::new();
+    headers::check_framing(&target.headers, &uri, body.len() as u64)?;
     let mut request = Request::builder()
         .method(target.method.clone())
-        .uri(target.uri.clone())
-        .body(Full::new(Bytes::new()))
+        .uri(uri)
+        .body(Full::new(body))
         .map_err(|e| format!("cannot build the request: {e}"))?;
     for header in &target.headers {
         request
             .headers_mut()
             .append(header.name.clone(), header.value.clone());
     }
+    if let Some(userinfo) = userinfo {
+        if !request.headers().contains_key(AUTHORIZATION) {
+            request
+                .headers_mut()
+                .insert(AUTHORIZATION, userinfo.authorization());
+        }
+    }
     Ok(request)
 }
 
-/// Fires `cancel` (and sets `interrupted`) on Ctrl-C. The signal handler is
-/// in place when this returns, before anything is sent.
-fn watch_ctrl_c(
-    cancel: CancellationToken,
-    interrupted: Arc<AtomicBool>,
-) -> io::Result<tokio::task::JoinHandle<()>> {
-    #[cfg(unix)]
-    let mut signal = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
-    Ok(tokio::spawn(async move {
-        #[cfg(unix)]
-        let received = signal.recv().await.is_some();
-        #[cfg(not(unix))]
-        let received = tokio::signal::ctrl_c().await.is_ok();
-        if received {
-            interrupted.store(true, Ordering::SeqCst);
-            cancel.cancel();
-        }
-    }))
-}
-
-/// Copies the body to stdout as it arrives; `false` if `cancel` fired
-/// first.
-async fn copy_body(
-    response: Response<Body>,
-    cancel: &CancellationToken,
-    console: &Console,
-) -> bool {
-    let mut body = response.into_body();
-    loop {
-        let frame = tokio::select! {
-            frame = body.frame() => frame,
-            () = cancel.cancelled() => return false,
-        };
-        match frame {
-            None => return true,
-            Some(Ok(frame)) => {
-                if let Some(data) = frame.data_ref() {
-                    print_stdout(data);
-                }
-            }
-            Some(Err(e)) => {
-                console.line(&format!(
-                    "{INDENT} the response body could not be read to the end: {}",
-                    chain(e.as_ref())
-                ));
-                return true;
-            }
-        }
-    }
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is the reader's choice.
-fn print_stdout(bytes: &[u8]) {
+/// Writes the JSON report to stdout.
+fn print_stdout(bytes: &[u8]) -> io::Result<()> {
     let mut stdout = io::stdout().lock();
-    let _ = stdout.write_all(bytes).and_then(|()| stdout.flush());
+    stdout.write_all(bytes).and_then(|()| stdout.flush())
 }
 
 /// An error and its sources, on one line.
-fn chain(error: &(dyn StdError + 'static)) -> String {
+pub fn chain(error: &(dyn StdError + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(e) = source {
@@ -451,39 +532,9 @@ fn no_report_json(interrupted: bool) -> serde_json::Value {
     })
 }
 
-fn parse_url(text: &str) -> Result<Uri, String> {
-    let uri: Uri = text
-        .parse()
-        .map_err(|e| format!("not a URL ({e}); give one such as http://127.0.0.1:8080/path"))?;
-    match uri.scheme_str() {
-        Some("http" | "https") => {}
-        Some(other) => {
-            return Err(format!(
-                "the scheme {other}: is not supported: http:// or https:// only"
-            ))
-        }
-        None => return Err("no scheme: give a full URL such as http://127.0.0.1:8080/path".into()),
-    }
-    match uri.host() {
-        Some(host) if !host.is_empty() => Ok(uri),
-        _ => Err("the URL has no host".into()),
-    }
-}
-
 fn parse_method(text: &str) -> Result<Method, String> {
     Method::from_bytes(text.to_ascii_uppercase().as_bytes())
         .map_err(|_| "not an HTTP method token".to_owned())
-}
-
-fn parse_header(text: &str) -> Result<Header, String> {
-    let (name, value) = text
-        .split_once(':')
-        .ok_or_else(|| "expected 'Name: value'".to_owned())?;
-    let name = HeaderName::from_bytes(name.trim().as_bytes())
-        .map_err(|_| format!("{:?} is not a valid header name", name.trim()))?;
-    let value = HeaderValue::from_str(value.trim())
-        .map_err(|_| format!("the value of {name} is not a valid header value"))?;
-    Ok(Header { name, value })
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -542,23 +593,31 @@ mod tests {
         assert_eq!(policy.attempt_cap(), Duration::from_millis(500));
         assert_eq!(policy.min_wait(), Duration::from_secs(2));
         assert_eq!(args.method, Method::POST);
-        assert_eq!(args.headers.len(), 2);
-        assert_eq!(args.headers[0].name, AUTHORIZATION);
-        assert_eq!(args.headers[0].value, "Bearer t");
-        assert_eq!(args.headers[1].value, "b");
+        let target = target(&args).unwrap();
+        assert_eq!(target.headers.len(), 2);
+        assert_eq!(target.headers[0].name, AUTHORIZATION);
+        assert_eq!(target.headers[0].value, "Bearer t");
+        assert!(target.headers[0].value.is_sensitive());
+        assert_eq!(target.headers[1].value, "b");
+        assert!(!target.headers[1].value.is_sensitive());
     }
 
     #[test]
     fn bad_values() {
         assert!(parse_duration("20x").is_err());
         assert!(parse_duration("-1s").is_err());
-        assert!(parse_url("not a url").is_err());
-        assert!(parse_url("https://example.com/").is_ok());
-        assert!(parse_url("ftp://example.com/").is_err());
-        assert!(parse_url("/just/a/path").is_err());
-        assert!(parse_header("NoColon").is_err());
-        assert!(parse_header("Bad Name: v").is_err());
-        assert!(parse_header("X: a\u{7f}b").is_err());
+        let bad = |list: &[&str]| target(&args(list).unwrap()).unwrap_err();
+        assert!(bad(&["not a url"]).starts_with("not a URL"));
+        assert!(bad(&["http://h:99999/"]).contains("1 to 65535"));
+        assert!(bad(&["http://h/", "-H", "NoColon"]).contains("Name: value"));
+        assert!(bad(&["http://h/", "-H", "Bad Name: v"]).contains("header name"));
+        assert!(bad(&["http://h/", "-H", "X: a\u{7f}b"]).contains("position 2"));
+        assert!(bad(&["http://h/", "--sensitive", "a b"]).starts_with("--sensitive"));
+        let many = args(&["http://a/", "--max-attempts", "101"]).unwrap();
+        assert_eq!(
+            policy(&many).unwrap_err(),
+            "--max-attempts: max attempts must be at most 100 (got 101)"
+        );
         let zero = args(&["http://a/", "--max-attempts", "0"]).unwrap();
         assert!(policy(&zero).unwrap_err().starts_with("--max-attempts: "));
         let big = args(&["http://a/", "--budget", "1s"]).unwrap();

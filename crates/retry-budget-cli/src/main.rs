@@ -13,12 +13,19 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
+mod body;
 mod demo;
+mod exit;
 mod get;
+mod headers;
+mod interrupt;
 mod progress;
+mod redact;
 mod replay;
+mod signal_args;
 mod table;
 mod tls;
+mod url;
 
 /// Retry 429 Too Many Requests inside a hard time and attempt budget.
 #[derive(Debug, Parser)]
@@ -35,7 +42,7 @@ enum Command {
     Replay(replay::Args),
     /// Send one request through the retry budget, showing every step on
     /// stderr and the body (or, with --json, the report) on stdout.
-    Get(get::Args),
+    Get(Box<get::Args>),
     /// Play a case of the given schedules on a local server in real time,
     /// and run `get` against it.
     Demo(demo::Args),
@@ -48,12 +55,18 @@ fn main() -> ExitCode {
             ErrorKind::DisplayHelp
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
-            _ => return get::usage_error(&one_line(&err)),
+            _ => {
+                // clap may quote any argument: hide the secrets among them.
+                let args: Vec<String> = std::env::args_os()
+                    .map(|arg| arg.to_string_lossy().into_owned())
+                    .collect();
+                return get::usage_error(&redact::scrub(&one_line(&err), &args));
+            }
         },
     };
     match cli.command {
         Command::Replay(args) => replay::run(&args),
-        Command::Get(args) => get::run(args),
+        Command::Get(args) => get::run(*args),
         Command::Demo(args) => demo::run(&args),
     }
 }

@@ -1,6 +1,5 @@
-//! Live steps on stderr: a [`tracing_subscriber::Layer`] that listens to the
-//! `retry_budget` events of the tower layer and prints one human line per
-//! step, as it happens.
+//! Live steps on stderr: an [`Observer`] on the tower layer that prints one
+//! human line per step of the action, as it happens.
 //!
 //! ```text
 //! [ 0.0 s] attempt 1/3 started (reserved to 4.0 s of the 20 s budget)
@@ -9,27 +8,32 @@
 //! [ 5.0 s] woke, 15.0 s of the budget left
 //! ```
 //!
-//! Nothing here decides anything: every number comes from the event's fields
-//! (`at_s`, `remaining_budget_s`, `wait_s`, `until_s`, `reservation_end_s`,
-//! ...), and the policy is only used to print "n/max" and "of the 20 s
-//! budget". While a wait is planned and stderr is a terminal, a countdown
-//! line is redrawn in place (`\r`) by a tokio interval
-//! ([`Console::spawn_countdown`]); on a pipe, only the plain lines appear.
+//! The layer hands over the trail's typed [`Event`]s; every kind is put
+//! into words here (an attempt started, a response, a wait, a wake, a retry
+//! refused by the client budget, a hold-off, a retry forbidden by the
+//! server, a translated response, ...). Nothing here decides anything: every
+//! number comes from the event, and the policy is only used to print
+//! "n/max" and "of the 20 s budget". While a wait is planned and stderr is
+//! a terminal, a countdown line is redrawn in place (`\r`) by a tokio
+//! interval ([`Console::spawn_countdown`]); on a pipe, only the plain lines
+//! appear. With `--verbose`, [`ProgressLayer`] adds tower-http's `tracing`
+//! events.
 
 use std::fmt::{self, Write as _};
 use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use retry_budget::{Policy, Secs, StatusSet};
+use retry_budget::{
+    DelaySource, Event, EventKind, Policy, ResetRead, RetryAfterSeen, Secs, StatusSet, WaitBasis,
+};
+use tower_retry_budget::{ActionId, Observer};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
-use tracing::{Event, Metadata, Subscriber};
+use tracing::{Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::Layer;
 
-/// The target of the tower layer's events.
-const TARGET: &str = "retry_budget";
 /// The prefix of tower-http's trace events (shown with `--verbose`).
 const TOWER_HTTP: &str = "tower_http";
 /// Blank space as wide as a `[ 2.0 s]` time stamp, for lines without one.
@@ -176,17 +180,16 @@ fn countdown(wait: &Wait, since: Duration) -> String {
     )
 }
 
-/// The `tracing` layer that turns `retry_budget` events into lines.
-#[derive(Debug)]
-pub struct ProgressLayer {
+/// The observer that turns the layer's events into lines.
+#[derive(Debug, Clone)]
+pub struct Progress {
     console: Console,
     max_attempts: u32,
     total_budget: Duration,
     retried: StatusSet,
-    verbose: bool,
 }
 
-impl ProgressLayer {
+impl Progress {
     /// Prints to `console`; `policy` is only used to say "n/max", "of the
     /// 20 s budget", and to show `Retry-After` on the responses it retries.
     pub fn new(console: Console, policy: &Policy) -> Self {
@@ -195,121 +198,220 @@ impl ProgressLayer {
             max_attempts: policy.max_attempts(),
             total_budget: policy.total_budget(),
             retried: *policy.retry_statuses(),
-            verbose: false,
         }
     }
 
-    /// Also prints tower-http's trace events.
-    pub fn verbose(mut self, verbose: bool) -> Self {
-        self.verbose = verbose;
-        self
-    }
-
-    fn wants(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.is_event()
-            && (metadata.target() == TARGET
-                || (self.verbose && metadata.target().starts_with(TOWER_HTTP)))
-    }
-
-    /// The line for one `retry_budget` event, and the countdown's new state.
-    fn describe(&self, step: &Fields) -> (String, Option<Option<Wait>>) {
-        let at = stamp(step.at_s.unwrap_or_default());
-        let attempt = || match step.attempt {
-            Some(n) => format!("attempt {n}/{}", self.max_attempts),
-            None => "attempt".to_owned(),
-        };
+    /// The line for one event, and the countdown's new state (`None`: left
+    /// as is).
+    fn describe(&self, event: &Event) -> (String, Option<Option<Wait>>) {
+        let at = stamp(event.at.as_secs_f64());
+        let attempt = |n: u32| format!("attempt {n}/{}", self.max_attempts);
         let budget = Secs(self.total_budget);
-        let point = |v: Option<f64>| format!("{:.1} s", v.unwrap_or_default());
-        match step.message.as_str() {
-            "attempt started" => (
+        let point = |v: Duration| format!("{:.1} s", v.as_secs_f64());
+        match &event.kind {
+            EventKind::AttemptStarted {
+                attempt: n,
+                reservation_end,
+            } => (
                 format!(
                     "{at} {} started (reserved to {} of the {budget} budget)",
-                    attempt(),
-                    point(step.reservation_end_s)
+                    attempt(*n),
+                    point(*reservation_end)
                 ),
                 Some(None),
             ),
-            "response" => {
-                let mut line = format!("{at} {}: ", attempt());
-                match step.status {
-                    Some(status) => {
-                        let _ = write!(line, "{status}");
-                    }
-                    None => line.push_str("no status"),
-                }
+            EventKind::Response {
+                attempt: n,
+                status,
+                retry_after,
+            } => {
+                let mut line = format!("{at} {}: {status}", attempt(*n));
                 // The header matters for a status the policy retries, or
                 // whenever the server sent one.
-                let retried = step
-                    .status
-                    .and_then(|s| u16::try_from(s).ok())
-                    .is_some_and(|s| self.retried.contains(s));
-                let missing = matches!(step.retry_after.as_deref(), None | Some("missing"));
-                if retried || !missing {
-                    let _ = write!(
-                        line,
-                        ", Retry-After: {}",
-                        retry_after(step.retry_after.as_deref())
-                    );
+                let missing = matches!(retry_after, RetryAfterSeen::Missing);
+                if self.retried.contains(*status) || !missing {
+                    let _ = write!(line, ", Retry-After: {}", retry_after_words(retry_after));
                 }
                 (line, None)
             }
-            "wait planned" => {
-                let why = match (step.source.as_deref(), step.requested_s) {
-                    (Some("server"), Some(requested)) => {
-                        format!("server asked {}", secs(requested))
+            EventKind::WaitPlanned {
+                wait,
+                until,
+                reservation_end,
+                basis,
+            } => {
+                let why = match basis {
+                    WaitBasis::Server { requested } => format!("server asked {}", Secs(*requested)),
+                    WaitBasis::Fallback { .. } => "fallback: no usable Retry-After".to_owned(),
+                    WaitBasis::FallbackJittered { unjittered, .. } => format!(
+                        "fallback {} with jitter: no usable Retry-After",
+                        Secs(*unjittered)
+                    ),
+                    WaitBasis::HoldOff => {
+                        "hold-off: the service asked this client to wait".to_owned()
                     }
-                    (Some("fallback"), _) => "fallback: no usable Retry-After".to_owned(),
-                    // A kind of wait the layer does not name in its events.
-                    (Some(_), _) => "local wait".to_owned(),
-                    (None, _) => "no reason given".to_owned(),
+                    WaitBasis::ResetHeader { requested } => {
+                        format!("reset header asked {}", Secs(*requested))
+                    }
+                    WaitBasis::ServerSpread {
+                        requested,
+                        from,
+                        extra,
+                    } => {
+                        let source = match from {
+                            DelaySource::ResetHeader => "reset header",
+                            _ => "server",
+                        };
+                        format!(
+                            "{source} asked {}, plus a random spread of {}",
+                            Secs(*requested),
+                            Secs(*extra)
+                        )
+                    }
+                    other => format!("{other:?}"),
                 };
-                let wait = Wait {
+                let countdown = Wait {
                     seen: Instant::now(),
-                    at_s: step.at_s.unwrap_or_default(),
-                    wait_s: step.wait_s.unwrap_or_default(),
-                    until_s: step.until_s.unwrap_or_default(),
+                    at_s: event.at.as_secs_f64(),
+                    wait_s: wait.as_secs_f64(),
+                    until_s: until.as_secs_f64(),
                 };
                 (
                     format!(
                         "{at} waiting {} ({why}): next start at {}, reservation to {} of the {budget} budget",
-                        secs(wait.wait_s),
-                        point(step.until_s),
-                        point(step.reservation_end_s),
+                        Secs(*wait),
+                        point(*until),
+                        point(*reservation_end),
                     ),
-                    Some(Some(wait)),
+                    Some(Some(countdown)),
                 )
             }
-            "woke" => {
+            EventKind::Woke { late_by, .. } => {
                 let mut line = format!(
                     "{at} woke, {} of the budget left",
-                    point(step.remaining_budget_s)
+                    point(event.remaining_budget)
                 );
                 // A few milliseconds late is how real timers fire.
-                if let Some(late) = step.late_by_s.filter(|l| *l >= 0.01) {
-                    let _ = write!(line, " (timer {} late)", secs(late));
+                if *late_by >= Duration::from_millis(10) {
+                    let _ = write!(line, " (timer {} late)", Secs(*late_by));
                 }
                 (line, Some(None))
             }
-            "caller left" => (
+            EventKind::CallerLeft { .. } => (
                 format!("{at} caller left: no further attempt is sent"),
                 Some(None),
             ),
-            "attempt timed out" => (
-                format!("{at} {} ran past its time limit: abandoned", attempt()),
+            EventKind::AttemptTimedOut { attempt: n } => (
+                format!("{at} {} ran past its time limit: abandoned", attempt(*n)),
                 Some(None),
             ),
-            "transport failed" => (
-                format!("{at} {} failed before any response", attempt()),
+            EventKind::TransportFailed { attempt: n } => (
+                format!("{at} {} failed before any response", attempt(*n)),
                 Some(None),
             ),
-            "stopped" => (
+            EventKind::RetryRefused { attempt: n } => (
                 format!(
-                    "{at} stopped: {}",
-                    step.outcome.as_deref().unwrap_or("unknown")
+                    "{at} retry refused: the client's retry budget does not pay for {}",
+                    attempt(*n)
                 ),
                 Some(None),
             ),
-            other => (format!("{at} {other}"), None),
+            EventKind::HeldOff { until } => (
+                format!(
+                    "{at} held off: the service asked this client to wait until {}, \
+                     too late for the first attempt to fit the {budget} budget; nothing is sent",
+                    point(*until)
+                ),
+                Some(None),
+            ),
+            EventKind::RetryForbidden { attempt: n } => (
+                format!("{at} {}: retry forbidden by the server", attempt(*n)),
+                None,
+            ),
+            EventKind::Translated { attempt: n, from } => (
+                format!("{at} {}: translated from {from}", attempt(*n)),
+                None,
+            ),
+            EventKind::RetryAfterRepeated {
+                attempt: n,
+                values,
+                raw,
+            } => (
+                format!(
+                    "{at} {}: Retry-After repeated ({values} values: {raw}); the longest valid wait counts",
+                    attempt(*n)
+                ),
+                None,
+            ),
+            EventKind::LenientDate {
+                attempt: n,
+                raw,
+                tolerated,
+            } => (
+                format!(
+                    "{at} {}: Retry-After date read leniently ({tolerated}): {raw}",
+                    attempt(*n)
+                ),
+                None,
+            ),
+            EventKind::ResetHeader {
+                attempt: n,
+                header,
+                raw,
+                reading,
+                ..
+            } => {
+                let reading = match reading {
+                    ResetRead::Wait { wait, used: true } => format!("asks {}, used", Secs(*wait)),
+                    ResetRead::Wait { wait, used: false } => {
+                        format!("asks {}, not used (a longer wait counts)", Secs(*wait))
+                    }
+                    ResetRead::Ignored { why } => format!("ignored: {why}"),
+                };
+                (
+                    format!("{at} {}: reset header {header}: {raw} ({reading})", attempt(*n)),
+                    None,
+                )
+            }
+            EventKind::StatusAfterData {
+                attempt: n,
+                status,
+                from,
+            } => (
+                format!(
+                    "{at} {}: after the answer began, the service ended it with {from} (as HTTP {status})",
+                    attempt(*n)
+                ),
+                None,
+            ),
+            EventKind::Stopped { outcome } => (format!("{at} stopped: {outcome}"), Some(None)),
+            // A kind newer than this program.
+            other => (format!("{at} {other:?}"), None),
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn on_event(&self, _id: ActionId, event: &Event) {
+        let (line, wait) = self.describe(event);
+        if let Some(wait) = wait {
+            self.console.set_wait(wait);
+        }
+        self.console.line(&line);
+    }
+}
+
+/// A `Retry-After` as seen, as shown to a person.
+fn retry_after_words(seen: &RetryAfterSeen) -> String {
+    match seen {
+        RetryAfterSeen::Missing => "none (missing)".to_owned(),
+        RetryAfterSeen::Seconds { value } => format!("{} (valid)", Secs(*value)),
+        RetryAfterSeen::Date { date } => {
+            format!("{} (valid date)", httpdate::fmt_http_date(*date))
+        }
+        RetryAfterSeen::Invalid { raw } => format!("{raw} (invalid)"),
+        RetryAfterSeen::Unmeasured { raw } => {
+            format!("{raw} (a date no trusted clock can measure)")
         }
     }
 }
@@ -319,21 +421,31 @@ pub fn stamp(at_s: f64) -> String {
     format!("[{at_s:>4.1} s]")
 }
 
-/// A duration given in seconds, as the reports print it (`3 s`, `0.3 s`).
-fn secs(value: f64) -> Secs {
-    Secs(Duration::try_from_secs_f64(value).unwrap_or_default())
+/// The `tracing` layer for `--verbose`: tower-http's trace events as lines
+/// (the steps of the action come from [`Progress`]).
+#[derive(Debug)]
+pub struct ProgressLayer {
+    console: Console,
+    verbose: bool,
 }
 
-/// The `retry_after` field (`missing`, `3 s`, an HTTP-date, or
-/// `invalid "1.5"`) as shown to a person.
-fn retry_after(field: Option<&str>) -> String {
-    match field {
-        None | Some("missing") => "none (missing)".to_owned(),
-        Some(text) => match text.strip_prefix("invalid ") {
-            Some(raw) => format!("{raw} (invalid)"),
-            None if text.ends_with(" s") => format!("{text} (valid)"),
-            None => format!("{text} (valid date)"),
-        },
+impl ProgressLayer {
+    /// Prints to `console` (nothing unless [`verbose`](Self::verbose)).
+    pub fn new(console: Console, _policy: &Policy) -> Self {
+        Self {
+            console,
+            verbose: false,
+        }
+    }
+
+    /// Prints tower-http's trace events.
+    pub fn verbose(mut self, verbose: bool) -> Self {
+        self.verbose = verbose;
+        self
+    }
+
+    fn wants(&self, metadata: &Metadata<'_>) -> bool {
+        self.verbose && metadata.is_event() && metadata.target().starts_with(TOWER_HTTP)
     }
 }
 
@@ -350,26 +462,16 @@ impl<S: Subscriber> Layer<S> for ProgressLayer {
         self.wants(metadata)
     }
 
-    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
         let metadata = event.metadata();
         if !self.wants(metadata) {
             return;
         }
-        if metadata.target() != TARGET {
-            let mut fields = Generic::default();
-            event.record(&mut fields);
-            let mut line = format!("{INDENT} [{}] {}", metadata.target(), fields.message);
-            for (name, value) in &fields.other {
-                let _ = write!(line, " {name}={value}");
-            }
-            self.console.line(&line);
-            return;
-        }
-        let mut fields = Fields::default();
+        let mut fields = Generic::default();
         event.record(&mut fields);
-        let (line, wait) = self.describe(&fields);
-        if let Some(wait) = wait {
-            self.console.set_wait(wait);
+        let mut line = format!("{INDENT} [{}] {}", metadata.target(), fields.message);
+        for (name, value) in &fields.other {
+            let _ = write!(line, " {name}={value}");
         }
         self.console.line(&line);
     }
@@ -398,80 +500,10 @@ impl Visit for Generic {
     }
 }
 
-/// The fields of one `retry_budget` event.
-#[derive(Debug, Default)]
-struct Fields {
-    message: String,
-    at_s: Option<f64>,
-    remaining_budget_s: Option<f64>,
-    attempt: Option<u64>,
-    status: Option<u64>,
-    retry_after: Option<String>,
-    wait_s: Option<f64>,
-    until_s: Option<f64>,
-    reservation_end_s: Option<f64>,
-    source: Option<String>,
-    requested_s: Option<f64>,
-    late_by_s: Option<f64>,
-    outcome: Option<String>,
-    /// Any other field, as text (for tower-http's events).
-    other: Vec<(&'static str, String)>,
-}
-
-impl Visit for Fields {
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        match field.name() {
-            "at_s" => self.at_s = Some(value),
-            "remaining_budget_s" => self.remaining_budget_s = Some(value),
-            "wait_s" => self.wait_s = Some(value),
-            "until_s" => self.until_s = Some(value),
-            "reservation_end_s" => self.reservation_end_s = Some(value),
-            "requested_s" => self.requested_s = Some(value),
-            "late_by_s" => self.late_by_s = Some(value),
-            name => self.other.push((name, value.to_string())),
-        }
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "attempt" => self.attempt = Some(value),
-            "status" => self.status = Some(value),
-            name => self.other.push((name, value.to_string())),
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        match (field.name(), u64::try_from(value)) {
-            ("attempt", Ok(v)) => self.attempt = Some(v),
-            ("status", Ok(v)) => self.status = Some(v),
-            (name, _) => self.other.push((name, value.to_string())),
-        }
-    }
-
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            "message" => self.message = value.to_owned(),
-            "retry_after" => self.retry_after = Some(value.to_owned()),
-            "source" => self.source = Some(value.to_owned()),
-            "outcome" => self.outcome = Some(value.to_owned()),
-            name => self.other.push((name, value.to_owned())),
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let text = format!("{value:?}");
-        match field.name() {
-            "message" => self.message = text,
-            // Recorded with `%` (Display): the text as is.
-            "retry_after" | "source" | "outcome" => self.record_str(field, &text),
-            name => self.other.push((name, text)),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use retry_budget::{Outcome, RetryAfter};
     use tracing_subscriber::layer::SubscriberExt;
 
     /// A writer whose bytes the test can read back.
@@ -494,33 +526,93 @@ mod tests {
         }
     }
 
-    fn capture(live: bool, emit: impl FnOnce(&Console)) -> String {
+    fn s(secs: f64) -> Duration {
+        Duration::from_secs_f64(secs)
+    }
+
+    /// An event at `at` s of the default 20 s budget.
+    fn event(at: f64, kind: EventKind) -> Event {
+        Event {
+            at: s(at),
+            remaining_budget: s(20.0 - at),
+            kind,
+        }
+    }
+
+    fn response(at: f64, attempt: u32, status: u16, retry_after: &str) -> Event {
+        let seen = if retry_after.is_empty() {
+            RetryAfterSeen::Missing
+        } else {
+            RetryAfterSeen::from(&RetryAfter::parse(retry_after))
+        };
+        event(
+            at,
+            EventKind::Response {
+                attempt,
+                status,
+                retry_after: seen,
+            },
+        )
+    }
+
+    fn capture(live: bool, events: impl FnOnce(&Progress, &Console)) -> String {
         let buffer = Buffer::default();
         let console = Console::new(Box::new(buffer.clone()), live);
-        let layer = ProgressLayer::new(console.clone(), &Policy::default());
-        let subscriber = tracing_subscriber::registry().with(layer);
-        tracing::subscriber::with_default(subscriber, || emit(&console));
+        let progress = Progress::new(console.clone(), &Policy::default());
+        events(&progress, &console);
         buffer.text()
+    }
+
+    fn tell(progress: &Progress, events: &[Event]) {
+        for event in events {
+            progress.on_event(ActionId(0), event);
+        }
+    }
+
+    fn planned(at: f64, wait: f64, basis: WaitBasis) -> Event {
+        event(
+            at,
+            EventKind::WaitPlanned {
+                wait: s(wait),
+                until: s(at + wait),
+                reservation_end: s(at + wait + 4.0),
+                basis,
+            },
+        )
     }
 
     #[test]
     fn schedule_a_reads_as_the_issue_shows() {
-        let text = capture(false, |_| {
-            tracing::debug!(target: "retry_budget", at_s = 0.0, remaining_budget_s = 20.0,
-                attempt = 1u32, reservation_end_s = 4.0, "attempt started");
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                attempt = 1u32, status = 429u16, retry_after = "3 s", "response");
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                wait_s = 3.0, until_s = 5.0, reservation_end_s = 9.0, source = "server",
-                requested_s = Some(3.0), "wait planned");
-            tracing::debug!(target: "retry_budget", at_s = 5.0, remaining_budget_s = 15.0,
-                waited_from_s = 2.0, late_by_s = 0.0, "woke");
-            tracing::debug!(target: "retry_budget", at_s = 14.0, remaining_budget_s = 6.0,
-                attempt = 3u32, status = 200u16, retry_after = "missing", "response");
-            tracing::debug!(target: "retry_budget", at_s = 14.0, remaining_budget_s = 6.0,
-                attempt = 3u32, status = 503u16, retry_after = "2 s", "response");
-            tracing::info!(target: "retry_budget", at_s = 14.0, remaining_budget_s = 6.0,
-                outcome = "success", "stopped");
+        let text = capture(false, |progress, _| {
+            tell(
+                progress,
+                &[
+                    event(
+                        0.0,
+                        EventKind::AttemptStarted {
+                            attempt: 1,
+                            reservation_end: s(4.0),
+                        },
+                    ),
+                    response(2.0, 1, 429, "3"),
+                    planned(2.0, 3.0, WaitBasis::Server { requested: s(3.0) }),
+                    event(
+                        5.0,
+                        EventKind::Woke {
+                            waited_from: s(2.0),
+                            late_by: Duration::ZERO,
+                        },
+                    ),
+                    response(14.0, 3, 200, ""),
+                    response(14.0, 3, 503, "2"),
+                    event(
+                        14.0,
+                        EventKind::Stopped {
+                            outcome: Outcome::Success,
+                        },
+                    ),
+                ],
+            );
         });
         assert_eq!(
             text,
@@ -535,29 +627,57 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_forms_and_other_steps() {
-        let text = capture(false, |_| {
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                attempt = 1u32, status = 429u16, retry_after = "missing", "response");
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                attempt = 1u32, status = 429u16, retry_after = %"invalid \"1.5\"", "response");
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                attempt = 1u32, status = 429u16,
-                retry_after = "Mon, 01 Jan 2024 12:00:06 GMT", "response");
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                wait_s = 2.0, until_s = 4.0, reservation_end_s = 8.0, source = "fallback",
-                requested_s = None::<f64>, "wait planned");
-            tracing::debug!(target: "retry_budget", at_s = 4.5, remaining_budget_s = 15.5,
-                waited_from_s = 2.0, late_by_s = 0.5, "woke");
-            tracing::debug!(target: "retry_budget", at_s = 0.3, remaining_budget_s = 19.7,
-                attempt = 1u32, "attempt timed out");
-            tracing::debug!(target: "retry_budget", at_s = 0.0, remaining_budget_s = 20.0,
-                attempt = 2u32, "transport failed");
-            tracing::debug!(target: "retry_budget", at_s = 3.0, remaining_budget_s = 17.0,
-                waited_from_s = Some(2.0), "caller left");
-            // Other targets are not shown without --verbose.
-            tracing::debug!(target: "tower_http::trace::on_response", status = 200u16, "finished");
-            tracing::debug!(target: "hyper_util", "connecting");
+    fn every_kind_of_step_is_put_into_words() {
+        let text = capture(false, |progress, _| {
+            tell(
+                progress,
+                &[
+                    response(2.0, 1, 429, ""),
+                    response(2.0, 1, 429, "1.5"),
+                    response(2.0, 1, 429, "Mon, 01 Jan 2024 12:00:06 GMT"),
+                    planned(2.0, 2.0, WaitBasis::Fallback { completed: 1 }),
+                    planned(
+                        2.0,
+                        1.5,
+                        WaitBasis::FallbackJittered {
+                            completed: 1,
+                            unjittered: s(2.0),
+                        },
+                    ),
+                    planned(0.0, 3.0, WaitBasis::HoldOff),
+                    event(
+                        4.5,
+                        EventKind::Woke {
+                            waited_from: s(2.0),
+                            late_by: s(0.5),
+                        },
+                    ),
+                    event(0.3, EventKind::AttemptTimedOut { attempt: 1 }),
+                    event(0.0, EventKind::TransportFailed { attempt: 2 }),
+                    event(
+                        3.0,
+                        EventKind::CallerLeft {
+                            waited_from: Some(s(2.0)),
+                        },
+                    ),
+                    event(1.0, EventKind::RetryRefused { attempt: 2 }),
+                    event(0.0, EventKind::HeldOff { until: s(30.0) }),
+                    event(1.0, EventKind::RetryForbidden { attempt: 1 }),
+                    event(
+                        1.0,
+                        EventKind::Translated {
+                            attempt: 1,
+                            from: "grpc-status 8 (RESOURCE_EXHAUSTED)".to_owned(),
+                        },
+                    ),
+                    event(
+                        1.0,
+                        EventKind::Stopped {
+                            outcome: Outcome::RetryThrottled,
+                        },
+                    ),
+                ],
+            );
         });
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -567,23 +687,41 @@ mod tests {
                 "[ 2.0 s] attempt 1/3: 429, Retry-After: \"1.5\" (invalid)",
                 "[ 2.0 s] attempt 1/3: 429, Retry-After: Mon, 01 Jan 2024 12:00:06 GMT (valid date)",
                 "[ 2.0 s] waiting 2 s (fallback: no usable Retry-After): next start at 4.0 s, reservation to 8.0 s of the 20 s budget",
+                "[ 2.0 s] waiting 1.5 s (fallback 2 s with jitter: no usable Retry-After): next start at 3.5 s, reservation to 7.5 s of the 20 s budget",
+                "[ 0.0 s] waiting 3 s (hold-off: the service asked this client to wait): next start at 3.0 s, reservation to 7.0 s of the 20 s budget",
                 "[ 4.5 s] woke, 15.5 s of the budget left (timer 0.5 s late)",
                 "[ 0.3 s] attempt 1/3 ran past its time limit: abandoned",
                 "[ 0.0 s] attempt 2/3 failed before any response",
                 "[ 3.0 s] caller left: no further attempt is sent",
+                "[ 1.0 s] retry refused: the client's retry budget does not pay for attempt 2/3",
+                "[ 0.0 s] held off: the service asked this client to wait until 30.0 s, too late for the first attempt to fit the 20 s budget; nothing is sent",
+                "[ 1.0 s] attempt 1/3: retry forbidden by the server",
+                "[ 1.0 s] attempt 1/3: translated from grpc-status 8 (RESOURCE_EXHAUSTED)",
+                "[ 1.0 s] stopped: retry_throttled",
             ]
         );
+        // Words, never a Rust debug form.
+        assert!(!text.contains('{') && !text.contains("Some("), "{text}");
     }
 
     #[test]
     fn countdown_is_drawn_only_on_a_live_screen_and_erased_before_lines() {
-        let plan = |console: &Console| {
-            tracing::debug!(target: "retry_budget", at_s = 2.0, remaining_budget_s = 18.0,
-                wait_s = 3.0, until_s = 5.0, reservation_end_s = 9.0, source = "server",
-                requested_s = Some(3.0), "wait planned");
+        let plan = |progress: &Progress, console: &Console| {
+            tell(
+                progress,
+                &[planned(2.0, 3.0, WaitBasis::Server { requested: s(3.0) })],
+            );
             console.tick();
-            tracing::debug!(target: "retry_budget", at_s = 5.0, remaining_budget_s = 15.0,
-                waited_from_s = 2.0, late_by_s = 0.0, "woke");
+            tell(
+                progress,
+                &[event(
+                    5.0,
+                    EventKind::Woke {
+                        waited_from: s(2.0),
+                        late_by: Duration::ZERO,
+                    },
+                )],
+            );
             // No wait in progress: nothing drawn.
             console.tick();
         };
@@ -620,13 +758,15 @@ mod tests {
     }
 
     #[test]
-    fn verbose_shows_tower_http_events() {
+    fn verbose_shows_tower_http_events_and_nothing_else() {
         let buffer = Buffer::default();
         let console = Console::new(Box::new(buffer.clone()), false);
         let layer = ProgressLayer::new(console, &Policy::default()).verbose(true);
         let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, || {
             tracing::debug!(target: "tower_http::trace::on_response", status = 200u16, "finished");
+            // The layer's own tracing events are for logs, not for this.
+            tracing::debug!(target: "retry_budget", at_s = 0.0, "attempt started");
         });
         assert_eq!(
             buffer.text(),

@@ -7,10 +7,10 @@
 //! out of the case before it is replayed, so only the check ever reads it.
 //!
 //! Exit status: 0 on success (and when every case matches), 1 when `--check`
-//! finds a difference or stdout fails, 2 when the file cannot be read or is
-//! not a valid fixture.
+//! finds a difference or stdout fails, 2 when the file cannot be read, is
+//! larger than [`MAX_INPUT`] (64 MiB), or is not a valid fixture.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -98,16 +98,50 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
+/// The largest input `replay` reads: 64 MiB (the given fixture is a few
+/// kilobytes). Larger input, or endless input such as `/dev/zero`, is
+/// refused after reading at most this much.
+pub const MAX_INPUT: u64 = 64 * 1024 * 1024;
+
 /// Reads and parses the fixture; the error is one line naming the file (and,
 /// for an invalid document, the case and field).
 fn load(path: &Path) -> Result<Fixture, String> {
     let shown = path.display();
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let text = read_bounded(path, MAX_INPUT)?;
     replay::parse(&text).map_err(|e| {
         let detail = e.to_string();
         let detail: Vec<&str> = detail.lines().map(str::trim).collect();
         format!("{shown} is not a valid fixture: {}", detail.join(" "))
     })
+}
+
+/// The file's text, if it is at most `limit` bytes of UTF-8. A regular
+/// file's size is checked before reading; anything else (a pipe, a device)
+/// is read through a bounded reader, so an endless input costs at most
+/// `limit + 1` bytes.
+fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    let shown = path.display();
+    let too_large = || {
+        format!(
+            "{shown} is larger than {} MiB, the most replay reads",
+            limit / (1024 * 1024)
+        )
+    };
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > limit)
+    {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| format!("cannot read {shown}: not UTF-8 ({e})"))
 }
 
 /// What `--check` has found so far.

@@ -207,6 +207,9 @@ fn response(status: u16, retry_after: &RetryAfterSeen) -> String {
             format!("{status}; Retry-After {}", httpdate::fmt_http_date(*date))
         }
         RetryAfterSeen::Invalid { raw } => format!("{status}; Retry-After {raw} (invalid)"),
+        RetryAfterSeen::Unmeasured { raw } => {
+            format!("{status}; Retry-After {raw:?} (no trusted clock)")
+        }
     }
 }
 

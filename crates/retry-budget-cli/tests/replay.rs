@@ -263,3 +263,26 @@ fn table_shows_the_schedules_step_by_step() {
          The service asked to wait 30 s; no retry was sent."
     ));
 }
+
+#[test]
+fn input_larger_than_64_mib_is_refused() {
+    // An endless device: read through a bounded reader, then refused.
+    let output = replay(&["/dev/zero"]);
+    let err = fails_with_one_line(&output);
+    assert!(
+        err.contains("/dev/zero is larger than 64 MiB, the most replay reads"),
+        "{err}"
+    );
+
+    // A regular file one byte over: refused from its size (sparse, so the
+    // test writes nothing).
+    let big = TempFile::new("big.json", "");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&big.0)
+        .unwrap()
+        .set_len(64 * 1024 * 1024 + 1)
+        .unwrap();
+    let err = fails_with_one_line(&replay(&[big.path()]));
+    assert!(err.contains("is larger than 64 MiB"), "{err}");
+}

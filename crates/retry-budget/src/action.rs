@@ -41,7 +41,8 @@
 //!
 //! * **jitter** on the local fallback wait ([`Jitter`](crate::Jitter) in the
 //!   policy, drawn from this action's own seeded generator, see
-//!   [`Action::with_seed`]); a server's delay is never touched;
+//!   [`Action::with_seed`]); a server's delay is never shortened (an
+//!   opt-in [spread](crate::PolicyBuilder::spread) only lengthens it);
 //! * [`Action::retry_refused`]: a retry that fits this action's budget was
 //!   refused by a budget shared by all actions of the client (see
 //!   [`RatioBudget`](crate::RatioBudget)): stop as `retry_throttled`;
@@ -78,8 +79,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{Event, EventKind, RetryAfterSeen, WaitBasis};
-use crate::{Jitter, Outcome, Policy, Report, RetryAfter};
+use crate::trail::{DelaySource, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use crate::{Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter};
 
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +132,8 @@ pub struct Action {
     server_asked_until: Option<Duration>,
     replay_blocked: bool,
     retry_forbidden: bool,
+    told: Told,
+    reset_headers: Option<ResetHeaders>,
 }
 
 impl Action {
@@ -142,7 +145,7 @@ impl Action {
     /// refused together spread apart; use [`Action::with_seed`] for a
     /// reproducible schedule. Without jitter nothing random is ever read.
     pub fn new(policy: Policy) -> Self {
-        let seed = if policy.jitter() == Jitter::None {
+        let seed = if policy.jitter() == Jitter::None && policy.spread().is_zero() {
             0
         } else {
             fastrand::u64(..)
@@ -177,6 +180,7 @@ impl Action {
             latest: Duration::ZERO,
             replay_blocked: false,
             retry_forbidden: false,
+            reset_headers: None,
             attempts_started: 0,
             last_status: None,
             request_time: Duration::ZERO,
@@ -187,6 +191,7 @@ impl Action {
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
+            told: Told::default(),
         }
     }
 
@@ -282,7 +287,17 @@ impl Action {
 
     /// A response arrived at `now` with this status and `Retry-After`.
     /// `calendar` is the trusted calendar time at receipt (`None` when there
-    /// is none), used only to turn an HTTP-date into a wait, once.
+    /// is none), used only to turn an HTTP-date (or a Unix-time reset
+    /// header) into a wait, once.
+    ///
+    /// For a status the policy retries, the server's delay is the longest
+    /// of the valid `Retry-After` values (several fields or a list: the
+    /// longest counts) and of the [reset headers](Self::reset_headers)
+    /// given for this response; it is read whatever happens next, so that
+    /// the report's [`server_requested_wait`](Report::server_requested_wait)
+    /// is always the last response's. Without one, the local fallback
+    /// applies. A [spread](crate::PolicyBuilder::spread) is added on top of
+    /// a server's delay.
     pub fn response(
         &mut self,
         now: Duration,
@@ -295,22 +310,37 @@ impl Action {
             return self.decision();
         };
         let forbidden = std::mem::take(&mut self.retry_forbidden);
+        let reset_headers = self.reset_headers.take();
         self.request_time += now - started;
         self.last_status = Some(status);
+        let retried = self.policy.retries(status);
         self.push(
             now,
             EventKind::Response {
                 attempt: self.attempts_started,
                 status,
-                retry_after: RetryAfterSeen::from(retry_after),
+                retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
             },
         );
 
-        self.server_asked_until = self
-            .server_delay(status, retry_after, calendar)
+        // What the server asked, read for a retried status (and a 429, for
+        // the shared hold-off) before any stop, so that the trail and the
+        // report say it whatever the stop reason.
+        let asked = if retried || status == 429 {
+            self.server_asked(now, retried, retry_after, reset_headers.as_ref(), calendar)
+        } else {
+            ServerAsked::Nothing
+        };
+        let requested = match asked {
+            ServerAsked::Wait { requested, .. } => Some(requested),
+            ServerAsked::Nothing | ServerAsked::Unmeasurable => None,
+        };
+        self.server_requested_wait = requested.filter(|_| retried);
+        self.server_asked_until = requested
+            .filter(|_| status == 429)
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
-        if !self.policy.retries(status) {
+        if !retried {
             let outcome = if (200..400).contains(&status) {
                 Outcome::Success
             } else {
@@ -333,24 +363,30 @@ impl Action {
         if self.replay_blocked {
             return self.stop(now, Outcome::NotReplayable);
         }
-        let basis = match retry_after {
-            RetryAfter::Seconds(delay) => WaitBasis::Server { requested: *delay },
-            RetryAfter::Date(date) => match calendar {
-                None => return self.stop(now, Outcome::ClockUntrusted),
-                Some(at_receipt) => WaitBasis::Server {
-                    requested: date.duration_since(at_receipt).unwrap_or(Duration::ZERO),
-                },
-            },
-            RetryAfter::Missing | RetryAfter::Invalid(_) => WaitBasis::Fallback {
-                completed: self.attempts_started,
-            },
-        };
-        let (wait, basis) = match basis {
-            WaitBasis::Server { requested } => {
-                self.server_requested_wait = Some(requested);
-                (requested.max(self.policy.min_wait()), basis)
+        let (wait, basis) = match asked {
+            ServerAsked::Unmeasurable => return self.stop(now, Outcome::ClockUntrusted),
+            ServerAsked::Wait { requested, from } => {
+                let floored = requested.max(self.policy.min_wait());
+                let spread = self.policy.spread();
+                if spread.is_zero() {
+                    let basis = match from {
+                        DelaySource::RetryAfter => WaitBasis::Server { requested },
+                        DelaySource::ResetHeader => WaitBasis::ResetHeader { requested },
+                    };
+                    (floored, basis)
+                } else {
+                    let extra = self.uniform(Duration::ZERO, spread);
+                    (
+                        floored.saturating_add(extra),
+                        WaitBasis::ServerSpread {
+                            requested,
+                            from,
+                            extra,
+                        },
+                    )
+                }
             }
-            _ => self.fallback(self.attempts_started),
+            ServerAsked::Nothing => self.fallback(self.attempts_started),
         };
         let until = now.saturating_add(wait);
         let Some(reservation_end) = self.reservation_end(until) else {
@@ -367,6 +403,128 @@ impl Action {
             },
         );
         self.decision()
+    }
+
+    /// The rate-limit reset headers of the response about to be given to
+    /// [`response`](Action::response), raw (the adapter finds them; see
+    /// [`ResetHeaders`] for the rule). Read only if that response's status
+    /// is one the policy retries; applies to the next response only.
+    /// Ignored unless an attempt is in flight.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Policy, ResetFormat, ResetHeaders, RetryAfter};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let mut headers = ResetHeaders::new(None);
+    /// headers.push("ratelimit-reset", ResetFormat::Seconds, b"5");
+    /// action.reset_headers(headers);
+    /// // No Retry-After: the reset header's 5 s instead of the 2 s fallback.
+    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::Missing, None);
+    /// assert_eq!(next, Decision::WaitUntil(Duration::from_secs(6)));
+    /// ```
+    pub fn reset_headers(&mut self, headers: ResetHeaders) {
+        if matches!(self.phase, Phase::InFlight { .. }) && !headers.is_empty() {
+            self.reset_headers = Some(headers);
+        }
+    }
+
+    /// What the server asked in this response: `Retry-After` (the longest
+    /// valid value) and the reset headers, compared as waits at receipt,
+    /// the longest counting. Records the details in the trail for a
+    /// retried status: a repeated field, lenient dates, every reset value.
+    fn server_asked(
+        &mut self,
+        now: Duration,
+        record: bool,
+        retry_after: &RetryAfter,
+        reset_headers: Option<&ResetHeaders>,
+        calendar: Option<SystemTime>,
+    ) -> ServerAsked {
+        let attempt = self.attempts_started;
+        if record {
+            if let RetryAfter::Repeated(repeated) = retry_after {
+                self.push(
+                    now,
+                    EventKind::RetryAfterRepeated {
+                        attempt,
+                        values: u32::try_from(repeated.values().len()).unwrap_or(u32::MAX),
+                        raw: repeated.raw().to_owned(),
+                    },
+                );
+            }
+            for date in retry_after.dates() {
+                let tolerated = date.tolerated(calendar);
+                if let (Some(raw), false) = (date.raw(), tolerated.is_empty()) {
+                    self.push(
+                        now,
+                        EventKind::LenientDate {
+                            attempt,
+                            raw: raw.to_owned(),
+                            tolerated: tolerated.to_string(),
+                        },
+                    );
+                }
+            }
+        }
+        let mut asked = match retry_after.asked(calendar) {
+            Asked::Nothing => ServerAsked::Nothing,
+            Asked::Unmeasurable => ServerAsked::Unmeasurable,
+            Asked::Wait(requested) => ServerAsked::Wait {
+                requested,
+                from: DelaySource::RetryAfter,
+            },
+        };
+        let Some(headers) = reset_headers else {
+            return asked;
+        };
+        let readings: Vec<_> = headers.read(calendar).collect();
+        // The longest reset wait, first of equals; used only if longer than
+        // a valid Retry-After (never shortening it).
+        let mut longest: Option<(usize, Duration)> = None;
+        for (i, (_, reading)) in readings.iter().enumerate() {
+            if let ResetReading::Wait(wait) = reading {
+                if longest.is_none_or(|(_, w)| *wait > w) {
+                    longest = Some((i, *wait));
+                }
+            }
+        }
+        let used = match (asked, longest) {
+            (ServerAsked::Nothing, Some((i, wait))) => Some((i, wait)),
+            (ServerAsked::Wait { requested, .. }, Some((i, wait))) if wait > requested => {
+                Some((i, wait))
+            }
+            _ => None,
+        };
+        if let Some((_, requested)) = used {
+            asked = ServerAsked::Wait {
+                requested,
+                from: DelaySource::ResetHeader,
+            };
+        }
+        if record {
+            for (i, (value, reading)) in readings.iter().enumerate() {
+                let reading = match reading {
+                    ResetReading::Wait(wait) => ResetRead::Wait {
+                        wait: *wait,
+                        used: used.is_some_and(|(u, _)| u == i),
+                    },
+                    ResetReading::Ignored(why) => ResetRead::Ignored { why: *why },
+                };
+                self.push(
+                    now,
+                    EventKind::ResetHeader {
+                        attempt,
+                        header: value.header().to_owned(),
+                        format: value.format(),
+                        raw: value.raw(),
+                        reading,
+                    },
+                );
+            }
+        }
+        asked
     }
 
     /// The wait's timer fired at `now` (on time or late). Re-checks from
@@ -473,7 +631,8 @@ impl Action {
     }
 
     /// After a `429` with a usable `Retry-After` (delay-seconds, or an
-    /// HTTP-date with a trusted calendar reading): the elapsed time until
+    /// HTTP-date with a trusted calendar reading) or
+    /// [reset header](Self::reset_headers): the elapsed time until
     /// which the service asked the client to wait, `receipt + max(min_wait,
     /// delay)`, whatever this action decided (it may have stopped because
     /// the wait does not fit). `None` otherwise, and again once the next
@@ -640,25 +799,6 @@ impl Action {
         })
     }
 
-    /// The server's delay in a `429`'s `Retry-After`, if usable.
-    fn server_delay(
-        &self,
-        status: u16,
-        retry_after: &RetryAfter,
-        calendar: Option<SystemTime>,
-    ) -> Option<Duration> {
-        if status != 429 {
-            return None;
-        }
-        match retry_after {
-            RetryAfter::Seconds(delay) => Some(*delay),
-            RetryAfter::Date(date) => {
-                calendar.map(|at_receipt| date.duration_since(at_receipt).unwrap_or(Duration::ZERO))
-            }
-            RetryAfter::Missing | RetryAfter::Invalid(_) => None,
-        }
-    }
-
     /// The local fallback wait after `completed` attempts, spread by the
     /// policy's jitter (see [`Jitter`]).
     fn fallback(&mut self, completed: u32) -> (Duration, WaitBasis) {
@@ -761,4 +901,163 @@ impl Action {
             kind,
         });
     }
+}
+
+/// What an action asks its caller to tell the state it shares with the
+/// client's other actions, after an input: see
+/// [`Action::client_effects`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientEffects {
+    /// The first attempt has started: count it in a client-wide retry
+    /// budget (tower's `Budget::deposit`).
+    pub deposit: bool,
+    /// A retry has been planned: withdraw it from the client-wide retry
+    /// budget, and if that refuses, tell the action
+    /// [`retry_refused`](Action::retry_refused).
+    pub withdraw: bool,
+    /// The service asked the client to wait until this elapsed time (see
+    /// [`Action::server_asked_until`]): publish it to a shared hold-off map.
+    pub hold_until: Option<Duration>,
+}
+
+impl ClientEffects {
+    /// Whether there is nothing to tell.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What [`Action::client_effects`] has already answered, so that each
+/// effect is answered once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Told {
+    deposited: bool,
+    withdrawn_after: u32,
+    held_after: u32,
+}
+
+/// Decisions a caller running the action needs besides the next step:
+/// readiness failures, whether the request may be moved instead of copied,
+/// and what to tell the client's shared state.
+impl Action {
+    /// The transport failed at `now` while the caller made it ready for the
+    /// attempt it was told to start ([`Decision::StartNow`]), the first one
+    /// included (whether it follows a hold-off or not): the attempt can never
+    /// be sent. Recorded as [`EventKind::TransportFailed`] for that attempt,
+    /// and the action stops as [`Outcome::TransportError`]. Ignored in any
+    /// other phase.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// let stop = action.readiness_failed(Duration::ZERO);
+    /// assert_eq!(stop, Decision::Stop(Outcome::TransportError));
+    /// let report = action.report().unwrap();
+    /// assert_eq!((report.attempts_started, report.last_status), (0, None));
+    /// ```
+    pub fn readiness_failed(&mut self, now: Duration) -> Decision {
+        let now = self.observe(now);
+        if self.phase != Phase::Ready {
+            return self.decision();
+        }
+        self.push(
+            now,
+            EventKind::TransportFailed {
+                attempt: self.attempts_started.saturating_add(1),
+            },
+        );
+        self.stop(now, Outcome::TransportError)
+    }
+
+    /// Whether another attempt may still follow the one in flight (or, before
+    /// it starts, the next one): when `false`, that attempt is the last, and
+    /// the caller may send the request itself instead of keeping a copy.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy};
+    ///
+    /// let policy = Policy::builder().max_attempts(2).build()?;
+    /// let mut action = Action::new(policy);
+    /// assert!(action.retry_may_follow()); // the first of two
+    /// action.attempt_started(Duration::ZERO);
+    /// assert!(action.retry_may_follow());
+    /// # use retry_budget::RetryAfter;
+    /// action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
+    /// action.timer_woke(Duration::from_secs(2));
+    /// assert!(!action.retry_may_follow()); // the next one is the last
+    /// # Ok::<(), retry_budget::PolicyError>(())
+    /// ```
+    pub fn retry_may_follow(&self) -> bool {
+        let last = match self.phase {
+            Phase::Stopped { .. } => return false,
+            Phase::InFlight { .. } => self.attempts_started,
+            Phase::Ready | Phase::Waiting { .. } => self.attempts_started.saturating_add(1),
+        };
+        last < self.policy.max_attempts()
+    }
+
+    /// What the inputs so far ask the caller to tell the state it shares with
+    /// the client's other actions, each effect answered once: a deposit in a
+    /// client-wide retry budget when the first attempt has started, a
+    /// withdrawal when a retry has been planned (not for a hold-off wait),
+    /// and the hold-off to publish after a `429` with a usable delay. Call it
+    /// after every input.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy, RetryAfter};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(s(0));
+    /// let first = action.client_effects();
+    /// assert!(first.deposit && !first.withdraw && first.hold_until.is_none());
+    /// assert!(action.client_effects().is_empty(), "answered once");
+    ///
+    /// action.response(s(1), 429, &RetryAfter::parse("3"), None);
+    /// let planned = action.client_effects();
+    /// assert!(!planned.deposit && planned.withdraw);
+    /// assert_eq!(planned.hold_until, Some(s(4)));
+    /// assert!(action.client_effects().is_empty());
+    /// ```
+    pub fn client_effects(&mut self) -> ClientEffects {
+        let started = self.attempts_started;
+        let deposit = started > 0 && !self.told.deposited;
+        let withdraw = matches!(self.phase, Phase::Waiting { .. })
+            && started > 0
+            && self.told.withdrawn_after < started;
+        let hold_until = self
+            .server_asked_until
+            .filter(|_| self.told.held_after < started);
+        self.told.deposited |= deposit;
+        if withdraw {
+            self.told.withdrawn_after = started;
+        }
+        if hold_until.is_some() {
+            self.told.held_after = started;
+        }
+        ClientEffects {
+            deposit,
+            withdraw,
+            hold_until,
+        }
+    }
+}
+
+/// What the server asked in one response, measured at receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerAsked {
+    /// Nothing usable: the local fallback applies.
+    Nothing,
+    /// A date that no trusted calendar reading can measure.
+    Unmeasurable,
+    /// This delay, from this header.
+    Wait {
+        requested: Duration,
+        from: DelaySource,
+    },
 }

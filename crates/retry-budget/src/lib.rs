@@ -24,11 +24,14 @@
 //! |---|---|
 //! | `policy.rs` | configuration and its validation |
 //! | `retry_after.rs` | parsing `Retry-After` |
+//! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
+//! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `trail.rs` | the events of the trail |
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
+//! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
 //! | `replay.rs` | the arithmetic model over given data |
 //!
 //! ```
@@ -53,11 +56,14 @@
 #![warn(missing_docs)]
 
 mod action;
+mod after_data;
 mod category;
+mod http_date;
 mod outcome;
 mod policy;
 pub mod ratio;
 mod report;
+mod reset;
 mod retry_after;
 #[cfg(feature = "serde")]
 mod secs;
@@ -67,15 +73,19 @@ mod trail;
 #[cfg(feature = "replay")]
 pub mod replay;
 
-pub use action::{Action, Decision};
+pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
+pub use http_date::{HttpDate, Tolerated};
 pub use outcome::Outcome;
 pub use policy::{
     Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
 };
 pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
 pub use report::Report;
-pub use retry_after::{InvalidReason, InvalidRetryAfter, RetryAfter, MAX_KEPT_RAW};
+pub use reset::{ResetFormat, ResetHeaders, ResetIgnored, ResetReading, ResetValue};
+pub use retry_after::{
+    Asked, InvalidReason, InvalidRetryAfter, Repeated, RetryAfter, MAX_KEPT_RAW,
+};
 pub use status::StatusSet;
-pub use trail::{Event, EventKind, RetryAfterSeen, WaitBasis};
+pub use trail::{DelaySource, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};

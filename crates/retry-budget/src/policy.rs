@@ -14,7 +14,8 @@ use crate::status::StatusSet;
 /// not retry together (SPEC §3).
 ///
 /// Jitter applies **only** to the local fallback (no usable `Retry-After`):
-/// a server's delay is never shortened nor spread. Let `w` be the fallback
+/// a server's delay is never shortened nor spread by it (an opt-in
+/// [`PolicyBuilder::spread`] lengthens a server's delay). Let `w` be the fallback
 /// wait after `k` completed attempts (`base^k` seconds, capped by
 /// [`PolicyBuilder::fallback_cap`] if set) and `floor = min(min_wait, w)`:
 ///
@@ -71,6 +72,12 @@ pub const DEFAULT_ATTEMPT_CAP: Duration = Duration::from_secs(4);
 pub const DEFAULT_MIN_WAIT: Duration = Duration::from_secs(1);
 /// The default fallback base: `2^k` seconds after `k` completed attempts.
 pub const DEFAULT_FALLBACK_BASE: u32 = 2;
+/// The largest `max_attempts` a policy accepts: 100.
+///
+/// The trail records every attempt, so the attempt count bounds the
+/// report's size; a budget that needs more than a hundred tries of one
+/// request is a loop, not a retry policy.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 
 /// A validated retry-budget policy.
 ///
@@ -115,6 +122,7 @@ pub struct Policy {
     fallback_cap: Option<Duration>,
     jitter: Jitter,
     retry_statuses: StatusSet,
+    spread: Duration,
 }
 
 impl Default for Policy {
@@ -128,6 +136,7 @@ impl Default for Policy {
             fallback_cap: None,
             jitter: Jitter::None,
             retry_statuses: StatusSet::TOO_MANY_REQUESTS,
+            spread: Duration::ZERO,
         }
     }
 }
@@ -188,6 +197,12 @@ impl Policy {
         self.jitter
     }
 
+    /// The most a server's delay is spread by (zero: no spread, the
+    /// default). See [`PolicyBuilder::spread`].
+    pub const fn spread(&self) -> Duration {
+        self.spread
+    }
+
     /// The statuses that are retried.
     pub const fn retry_statuses(&self) -> &StatusSet {
         &self.retry_statuses
@@ -228,7 +243,8 @@ impl PolicyBuilder {
         self
     }
 
-    /// The maximum number of attempts, the first included (default 3).
+    /// The maximum number of attempts, the first included (default 3, at
+    /// most [`MAX_ATTEMPTS_LIMIT`]).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.policy.max_attempts = attempts;
         self
@@ -266,6 +282,37 @@ impl PolicyBuilder {
         self
     }
 
+    /// Adds a uniform random extra wait in `[0, spread]` (whole
+    /// milliseconds) on top of a server's delay (`Retry-After`, or a reset
+    /// header), never shortening it (default: zero, no spread). Drawn from
+    /// the action's seeded generator
+    /// ([`Action::with_seed`](crate::Action::with_seed)).
+    ///
+    /// Why: a server that rounds its delay down (`Retry-After:
+    /// int(reset - now)`) sees a client that waits exactly that long come
+    /// back up to a second early, and spend an attempt on a certain 429;
+    /// and many clients told the same delay at the same moment otherwise
+    /// all come back in the same instant. The reservation rule still
+    /// decides whether the longer wait fits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Policy, RetryAfter};
+    ///
+    /// let policy = Policy::builder().spread(Duration::from_secs(1)).build()?;
+    /// let mut action = Action::with_seed(policy, 7);
+    /// action.attempt_started(Duration::ZERO);
+    /// let Decision::WaitUntil(until) =
+    ///     action.response(Duration::from_secs(1), 429, &RetryAfter::parse("3"), None)
+    /// else { panic!() };
+    /// assert!(until >= Duration::from_secs(4) && until <= Duration::from_secs(5));
+    /// # Ok::<(), retry_budget::PolicyError>(())
+    /// ```
+    pub fn spread(mut self, spread: Duration) -> Self {
+        self.policy.spread = spread;
+        self
+    }
+
     /// The statuses to retry (default: only 429). Each must be a 4xx or 5xx
     /// status.
     pub fn retry_statuses(mut self, statuses: impl IntoIterator<Item = u16>) -> Self {
@@ -298,6 +345,12 @@ impl PolicyBuilder {
         if policy.max_attempts == 0 {
             return Err(PolicyError::ZeroAttempts);
         }
+        if policy.max_attempts > MAX_ATTEMPTS_LIMIT {
+            return Err(PolicyError::TooManyAttempts {
+                attempts: policy.max_attempts,
+                limit: MAX_ATTEMPTS_LIMIT,
+            });
+        }
         if policy.attempt_cap.is_zero() {
             return Err(PolicyError::ZeroAttemptCap);
         }
@@ -327,6 +380,15 @@ pub enum PolicyError {
     /// Zero attempts: not even the first request could be sent.
     #[error("max attempts must be at least 1 (the first attempt counts)")]
     ZeroAttempts,
+    /// More attempts than [`MAX_ATTEMPTS_LIMIT`]: the trail, which records
+    /// every attempt, would have no useful bound.
+    #[error("max attempts must be at most {limit} (got {attempts})")]
+    TooManyAttempts {
+        /// The configured count.
+        attempts: u32,
+        /// The limit, [`MAX_ATTEMPTS_LIMIT`].
+        limit: u32,
+    },
     /// A zero per-attempt cap would time every attempt out at once.
     #[error("the per-attempt cap must be greater than zero")]
     ZeroAttemptCap,
@@ -410,6 +472,23 @@ mod tests {
             Err(PolicyError::ZeroBudget)
         );
         assert_eq!(b().max_attempts(0).build(), Err(PolicyError::ZeroAttempts));
+        assert_eq!(
+            b().max_attempts(MAX_ATTEMPTS_LIMIT + 1).build(),
+            Err(PolicyError::TooManyAttempts {
+                attempts: 101,
+                limit: 100
+            })
+        );
+        assert_eq!(
+            b().max_attempts(u32::MAX).build().unwrap_err().to_string(),
+            "max attempts must be at most 100 (got 4294967295)"
+        );
+        assert_eq!(
+            b().max_attempts(MAX_ATTEMPTS_LIMIT)
+                .build()
+                .map(|p| p.max_attempts()),
+            Ok(100)
+        );
         assert_eq!(
             b().attempt_cap(Duration::ZERO).build(),
             Err(PolicyError::ZeroAttemptCap)

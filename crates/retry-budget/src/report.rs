@@ -16,7 +16,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::policy::Secs;
-use crate::trail::{Event, EventKind, RetryAfterSeen};
+use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen};
 use crate::{Category, Outcome};
 
 /// What happened to one action.
@@ -50,8 +50,11 @@ pub struct Report {
         serde(rename = "wait_s", serialize_with = "crate::secs::ser")
     )]
     pub wait_time: Duration,
-    /// The last delay the server asked for (`Retry-After`, before the local
-    /// floor), if it gave a usable one.
+    /// The delay the last response asked for, before the local floor and
+    /// any spread: its `Retry-After` (the longest valid value), or a reset
+    /// header if that asked longer. `None` if the last response gave no
+    /// usable one, was not a status the policy retries, or asked for a
+    /// date that no trusted calendar could measure, whatever the outcome.
     #[cfg_attr(
         feature = "serde",
         serde(
@@ -131,6 +134,7 @@ impl Report {
         let attempt = self.attempts_started;
         match self.outcome {
             Outcome::Success => "Finished: the service answered.".into(),
+            Outcome::NotRetryable if self.failed_after_data() => "Failed after the answer began: the service ended it with an error status (not retried once an answer has begun).".into(),
             Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),
@@ -172,6 +176,23 @@ impl Report {
             match &event.kind {
                 EventKind::AttemptStarted { .. } => return None,
                 EventKind::Response { retry_after, .. } => return Some(retry_after),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The reset header whose wait counted in the last response, if no
+    /// attempt followed it: its name and wait.
+    fn unanswered_reset_header(&self) -> Option<(&str, Duration)> {
+        for event in self.events.iter().rev() {
+            match &event.kind {
+                EventKind::AttemptStarted { .. } | EventKind::Response { .. } => return None,
+                EventKind::ResetHeader {
+                    header,
+                    reading: ResetRead::Wait { wait, used: true },
+                    ..
+                } => return Some((header, *wait)),
                 _ => {}
             }
         }
@@ -235,6 +256,14 @@ impl fmt::Display for Report {
         if !retried_status || self.last_status.is_none() {
             return self.lines_after_status(f);
         }
+        if let Some((header, wait)) = self.unanswered_reset_header() {
+            write!(
+                f,
+                "\nThe service asked to wait {} (its {header} header); no retry was sent.",
+                Secs(wait)
+            )?;
+            return self.lines_after_status(f);
+        }
         match self.unanswered_retry_after() {
             Some(RetryAfterSeen::Seconds { value }) => write!(
                 f,
@@ -252,6 +281,10 @@ impl fmt::Display for Report {
             Some(RetryAfterSeen::Invalid { raw }) => write!(
                 f,
                 "\nThe service sent an unusable Retry-After ({raw}); no retry was sent."
+            ),
+            Some(RetryAfterSeen::Unmeasured { raw }) => write!(
+                f,
+                "\nThe service asked to wait until a date ({raw:?}) that no trusted clock can measure; no retry was sent."
             ),
             None => Ok(()),
         }?;

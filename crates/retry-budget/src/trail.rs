@@ -6,7 +6,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::{Outcome, RetryAfter};
+use crate::retry_after::Asked;
+use crate::{Outcome, ResetFormat, ResetIgnored, RetryAfter};
 
 /// One step of an action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +149,61 @@ pub enum EventKind {
         /// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`.
         from: String,
     },
+    /// A status that arrived after the response had been returned to the
+    /// caller as a success, and after part of its answer (gRPC: a non-OK
+    /// `grpc-status` in the trailers after messages). Nothing can be retried
+    /// any more; the report is corrected by
+    /// [`Report::status_after_data`](crate::Report::status_after_data).
+    /// Recorded after the `stopped` event.
+    StatusAfterData {
+        /// 1-based number of the attempt whose answer failed.
+        attempt: u32,
+        /// The HTTP equivalent of the late status (gRPC RESOURCE_EXHAUSTED:
+        /// `429`).
+        status: u16,
+        /// What the service actually sent, e.g. `grpc-status 13 (INTERNAL),
+        /// no grpc-retry-pushback-ms`.
+        from: String,
+    },
+    /// The response carried several `Retry-After` values (field lines, or
+    /// a list in one line): the longest valid wait among them counts. Just
+    /// after its [`Response`](EventKind::Response), which shows the value
+    /// that counts.
+    RetryAfterRepeated {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// How many values.
+        values: u32,
+        /// The values as received, joined with `, ` (shortened if long).
+        raw: String,
+    },
+    /// A `Retry-After` date was accepted although it is not in one of the
+    /// forms RFC 9110 requires: one of the documented near-misses (see
+    /// [`HttpDate`](crate::HttpDate)). Just after its
+    /// [`Response`](EventKind::Response).
+    LenientDate {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The date as received.
+        raw: String,
+        /// What was tolerated (`one-digit day, zone UTC`).
+        tolerated: String,
+    },
+    /// A rate-limit reset header was read (opt-in; see
+    /// [`ResetHeaders`](crate::ResetHeaders)).
+    ResetHeader {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The header's name.
+        header: String,
+        /// How it was read.
+        format: ResetFormat,
+        /// The value as received (shortened if long).
+        raw: String,
+        /// What it said.
+        #[cfg_attr(feature = "serde", serde(flatten))]
+        reading: ResetRead,
+    },
     /// The action stopped.
     Stopped {
         /// Why.
@@ -192,6 +248,71 @@ pub enum WaitBasis {
     /// Before the first attempt: another action to the same service was
     /// asked to wait (429 with `Retry-After`), and this one honours it.
     HoldOff,
+    /// The server's delay from a rate-limit reset header (no usable
+    /// `Retry-After`, or a shorter one), raised to the local floor if
+    /// shorter. The [`EventKind::ResetHeader`] marked `used` names it.
+    ResetHeader {
+        /// The delay the header asked for.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
+        requested: Duration,
+    },
+    /// A server's delay raised to the local floor, plus a random spread
+    /// (see [`PolicyBuilder::spread`](crate::PolicyBuilder::spread)).
+    ServerSpread {
+        /// The delay the server asked for.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
+        )]
+        requested: Duration,
+        /// Which header asked for it.
+        from: DelaySource,
+        /// The spread drawn, added on top.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "extra_s", serialize_with = "crate::secs::ser")
+        )]
+        extra: Duration,
+    },
+}
+
+/// Which header gave a server's delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+#[non_exhaustive]
+pub enum DelaySource {
+    /// `Retry-After`.
+    RetryAfter,
+    /// A rate-limit reset header.
+    ResetHeader,
+}
+
+/// What a reset header said, as recorded in the trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(tag = "reading", rename_all = "snake_case"))]
+pub enum ResetRead {
+    /// A wait; `used` if it is the wait that counted (longer than any valid
+    /// `Retry-After` and than the other reset headers).
+    Wait {
+        /// The wait from receipt.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
+        )]
+        wait: Duration,
+        /// Whether this wait counted.
+        used: bool,
+    },
+    /// Ignored.
+    Ignored {
+        /// Why.
+        why: ResetIgnored,
+    },
 }
 
 /// The `Retry-After` of a response, as recorded in the trail.
@@ -221,18 +342,49 @@ pub enum RetryAfterSeen {
         /// The raw value (shortened if long).
         raw: String,
     },
+    /// A date that could not be turned into a wait: no trusted calendar
+    /// reading at receipt to place an RFC 850 two-digit year, or to compare
+    /// a date with the other values of a repeated field.
+    Unmeasured {
+        /// The raw value (shortened if long).
+        raw: String,
+    },
 }
 
-impl From<&RetryAfter> for RetryAfterSeen {
-    fn from(value: &RetryAfter) -> Self {
+impl RetryAfterSeen {
+    /// The header as the trail records it at receipt, given the calendar
+    /// reading then: for several values, the one whose wait counts.
+    pub fn at_receipt(value: &RetryAfter, calendar: Option<SystemTime>) -> Self {
         match value {
             RetryAfter::Missing => Self::Missing,
             RetryAfter::Seconds(value) => Self::Seconds { value: *value },
-            RetryAfter::Date(date) => Self::Date { date: *date },
+            RetryAfter::Date(date) => match date.placed(calendar) {
+                Some(date) => Self::Date { date },
+                None => Self::Unmeasured {
+                    raw: date.raw().unwrap_or_default().to_owned(),
+                },
+            },
             RetryAfter::Invalid(inv) => Self::Invalid {
                 raw: inv.to_string(),
             },
+            RetryAfter::Repeated(repeated) => match value.asked_with_value(calendar) {
+                (Asked::Wait(_), Some(counted)) => Self::at_receipt(counted, calendar),
+                (Asked::Unmeasurable, _) => Self::Unmeasured {
+                    raw: repeated.raw().to_owned(),
+                },
+                _ => Self::Invalid {
+                    raw: repeated.raw().to_owned(),
+                },
+            },
         }
+    }
+}
+
+/// As recorded without a calendar reading (see
+/// [`RetryAfterSeen::at_receipt`]).
+impl From<&RetryAfter> for RetryAfterSeen {
+    fn from(value: &RetryAfter) -> Self {
+        Self::at_receipt(value, None)
     }
 }
 

@@ -75,7 +75,7 @@ pub enum DateReference {
 impl DateReference {
     pub(crate) fn reading(
         self,
-        calendar: &impl Calendar,
+        calendar: &(impl Calendar + ?Sized),
         headers: &HeaderMap,
     ) -> Option<SystemTime> {
         if self == Self::ResponseDate {

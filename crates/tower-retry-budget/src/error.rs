@@ -9,7 +9,8 @@ use retry_budget::{Outcome, Report};
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ErrorKind<E> {
-    /// The inner service failed (`transport_error`); never retried.
+    /// The inner service failed, while an attempt was in flight or while it
+    /// was being made ready for one (`transport_error`); never retried.
     Inner(E),
     /// An attempt ran past the per-attempt cap (`attempt_timeout`); never
     /// retried.
@@ -21,15 +22,17 @@ pub enum ErrorKind<E> {
     /// than the action's budget allows (`held_off`, see
     /// [`HoldOff`](crate::HoldOff)), or the budget ran out while the first
     /// attempt waited for that hold-off or for the inner service
-    /// (`budget_exhausted`). The report says which.
+    /// (`budget_exhausted`), or the policy leaves no room for a first
+    /// attempt. The report says which.
     NotSent,
 }
 
 /// The error of [`RetryBudget`](crate::RetryBudget).
 ///
 /// It keeps the inner error's type (no boxing) and carries the
-/// [`Report`] of the action: outcome, attempts, elapsed time and the trail.
-/// Requests that pass through untouched (unsafe methods) carry no report.
+/// [`Report`] of the action: outcome, attempts, elapsed time and the trail,
+/// whatever ended it (a readiness error included). Only requests that pass
+/// through untouched (unsafe methods) carry no report.
 pub struct Error<E> {
     kind: ErrorKind<E>,
     report: Option<Box<Report>>,
@@ -53,19 +56,14 @@ impl<E> Error<E> {
         self.report.as_deref()
     }
 
-    /// The outcome: `transport_error`, `attempt_timeout`, `cancelled`, or
-    /// for [`ErrorKind::NotSent`] the report's (`held_off` or
-    /// `budget_exhausted`).
+    /// The outcome, as the report says (`transport_error`,
+    /// `attempt_timeout`, `cancelled`, `held_off`, `budget_exhausted`,
+    /// ...). Only an inner error of a request passed through has no report:
+    /// its outcome is `transport_error`.
     pub fn outcome(&self) -> Outcome {
-        match self.kind {
-            ErrorKind::Inner(_) => Outcome::TransportError,
-            ErrorKind::AttemptTimeout => Outcome::AttemptTimeout,
-            ErrorKind::Cancelled => Outcome::Cancelled,
-            ErrorKind::NotSent => self
-                .report
-                .as_ref()
-                .map_or(Outcome::HeldOff, |report| report.outcome),
-        }
+        self.report
+            .as_ref()
+            .map_or(Outcome::TransportError, |report| report.outcome)
     }
 
     /// The inner service's error, if that is what ended the request.

@@ -1,117 +1,289 @@
 //! **The timer lives here.** The response future of
-//! [`RetryBudget`](crate::RetryBudget): a state machine driven by one
-//! `loop { match state { .. } }`, as tower's retry future is.
+//! [`RetryBudget`](crate::RetryBudget): a small state machine whose states
+//! carry their data, in the style of tower's `retry::future`.
 //!
-//! One [`Sleep`] serves three purposes in turn: the per-attempt deadline while
-//! an attempt is in flight, the wait between attempts, and the latest start
-//! while the inner service is not ready. Every decision comes from the core
-//! [`Action`]; this file only tells it what happened and when (tokio's
-//! monotonic clock, so paused-time tests see exact instants).
+//! | state | data | the timer is |
+//! |---|---|---|
+//! | `InFlight` | the attempt's future, its deadline | the deadline (armed at its first `Pending`) |
+//! | `Waiting` | the last response (none before a first attempt held off) | the earliest next start |
+//! | `Readying` | the last response | the latest start |
+//! | `Done` | nothing | unused |
+//!
+//! One [`Sleep`], created the first time it is needed, serves the three in
+//! turn. Every decision comes from the core [`Action`]: this file tells it
+//! what happened and when ([`Ctx::step`], which also hands the client's
+//! shared state what the core says is due), obeys, and ends in one place
+//! ([`Ctx::finish`]: the report, the caller's slot, the observer).
 //!
 //! No task is spawned. Dropping the future is the caller leaving: the attempt
-//! in flight is dropped with it, and nothing continues in the background.
-//!
-//! What the actions of a client share is fed here too: a 429's
-//! `Retry-After` goes into the [hold-off](crate::HoldOff) map, a planned
-//! retry is withdrawn from the [client budget](crate::ClientBudget) (and a
-//! refusal ends the action as `retry_throttled`), and a first attempt delayed
-//! by a hold-off starts in the `Waiting` state.
+//! in flight is dropped with it, the core is told, and nothing continues in
+//! the background.
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{Action, Decision, Report};
+use retry_budget::{Action, Decision, Report, ResetHeaders};
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::WaitForCancellationFutureOwned;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower::Service;
 
-use crate::budget::SharedBudget;
-use crate::calendar::{Calendar, DateReference};
+use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
+use crate::layer::Config;
+use crate::observer::{ActionId, Watch};
 use crate::replay::BodyReplay;
 use crate::report_slot::ReportSlot;
 use crate::request;
-use crate::signal::{HttpSignal, RetrySignal};
 
-/// What the future is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// An attempt is in flight; the timer is its deadline.
-    InFlight,
-    /// Waiting between attempts; the timer is the earliest next start.
-    Waiting,
-    /// Waiting for the inner service to be ready; the timer is the latest
-    /// start.
-    Readying,
-    /// Finished.
-    Done,
+/// What a few requests carry besides the budget, in one optional box so
+/// that a plain request pays one pointer for them.
+pub(crate) struct Extras {
+    /// The caller's cancellation token (moved into the future's pinned
+    /// cancellation wait when the action needs a future).
+    cancel: Option<CancellationToken>,
+    /// The client's hold-off map and this request's key in it.
+    hold_off: Option<(HoldOff, String)>,
+    /// The caller's slot for the report.
+    slot: Option<ReportSlot>,
+    /// The layer's observer and this action's id.
+    watch: Option<Watch>,
 }
 
-/// Everything a budgeted request carries besides its pinned parts.
-pub(crate) struct Budgeted<S, B, C, G, R> {
+impl Extras {
+    /// The extras of `request`, if it has any.
+    pub(crate) fn of<B>(
+        request: &Request<B>,
+        config: &Config,
+        hold_off: Option<(HoldOff, String)>,
+    ) -> Option<Box<Self>> {
+        let extensions = request.extensions();
+        let extras = Self {
+            cancel: extensions.get::<CancellationToken>().cloned(),
+            hold_off,
+            slot: extensions.get::<ReportSlot>().cloned(),
+            watch: config
+                .observer
+                .as_ref()
+                .map(|observer| observer.watch(extensions.get::<ActionId>().copied())),
+        };
+        let any = extras.cancel.is_some()
+            || extras.hold_off.is_some()
+            || extras.slot.is_some()
+            || extras.watch.is_some();
+        any.then(|| Box::new(extras))
+    }
+}
+
+impl Extras {
+    /// The extras of an action with no request (the caller's `poll_ready`
+    /// failed): only the observer's watch.
+    pub(crate) fn without_request(config: &Config) -> Option<Box<Self>> {
+        let watch = config.observer.as_ref()?.watch(None);
+        Some(Box::new(Self {
+            cancel: None,
+            hold_off: None,
+            slot: None,
+            watch: Some(watch),
+        }))
+    }
+}
+
+/// One action's runtime state besides its pinned parts.
+pub(crate) struct Ctx<S, B> {
     pub(crate) action: Action,
-    pub(crate) origin: Instant,
+    clock: Clock,
+    /// The clone of the inner service that sends the retries.
     pub(crate) service: S,
-    /// The request to copy for the next retry; `None` once no retry can
-    /// follow.
+    /// The request to copy (or move, for the last attempt) for the next
+    /// attempt; `None` once no attempt can follow.
     pub(crate) template: Option<Request<B>>,
-    pub(crate) calendar: C,
-    pub(crate) dates: DateReference,
-    /// The last retried response, held while waiting so that it can still be
-    /// returned if the action stops after the wait.
-    pub(crate) last_response: Option<R>,
-    /// The client's shared retry budget, if any.
-    pub(crate) budget: Option<SharedBudget>,
-    /// The client's hold-off map and this request's key in it, if any.
-    pub(crate) hold_off: Option<(HoldOff, String)>,
-    /// How a response head is read.
-    pub(crate) signal: G,
-    /// The caller's slot for the report, if it put one in the request.
-    pub(crate) slot: Option<ReportSlot>,
+    config: Arc<Config>,
+    extras: Option<Box<Extras>>,
 }
 
-impl<S, B, C, G, R> Budgeted<S, B, C, G, R> {
-    fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
+/// How an action ended, besides its report.
+enum Ending<R, E> {
+    Response(R),
+    Inner(E),
+    TimedOut,
+    Cancelled,
+    NotSent,
+}
+
+impl<S, B> Ctx<S, B> {
+    pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
+        Self {
+            action: config.action(),
+            clock: Clock::unread(),
+            service,
+            template: None,
+            config,
+            extras,
+        }
     }
 
-    /// Feeds one input to the action and traces the events it added.
-    fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
-        let now = self.elapsed();
-        crate::trace::step(&mut self.action, now, input)
+    /// Feeds one input to the action at this poll's time, traces and
+    /// observes the events it added, and tells the client's shared state
+    /// what the core says is due (a deposit, a withdrawal, whose refusal is
+    /// told back, a hold-off to publish). The only way the adapter talks to
+    /// the core.
+    pub(crate) fn step(
+        &mut self,
+        input: impl FnOnce(&mut Action, Duration) -> Decision,
+    ) -> Decision {
+        let now = self.clock.now();
+        let watch = self.extras.as_ref().and_then(|e| e.watch.as_ref());
+        let mut decision = crate::trace::step(&mut self.action, now, watch, input);
+        let effects = self.action.client_effects();
+        if effects.is_empty() {
+            return decision;
+        }
+        if let Some(budget) = &self.config.budget {
+            if effects.deposit {
+                budget.0.deposit();
+            }
+            if effects.withdraw && !budget.0.withdraw() {
+                decision = crate::trace::step(&mut self.action, now, watch, Action::retry_refused);
+            }
+        }
+        if let (Some(until), Some((map, key))) = (
+            effects.hold_until,
+            self.extras.as_ref().and_then(|e| e.hold_off.as_ref()),
+        ) {
+            map.hold(key, self.clock.at_or_far(until));
+        }
+        decision
     }
 
-    /// The report of the stopped action, moving its trail out (a copy goes
-    /// into the caller's [`ReportSlot`], if any).
-    fn report(&mut self) -> Option<Report> {
-        let fresh = Action::with_seed(*self.action.policy(), 0);
-        let report = std::mem::replace(&mut self.action, fresh).into_report();
-        if let (Some(slot), Some(report)) = (&self.slot, &report) {
-            slot.fill(report.clone());
+    /// How long the client's hold-off map holds this request's first
+    /// attempt, as elapsed time, if at all.
+    pub(crate) fn held_until(&mut self) -> Option<Duration> {
+        let (map, key) = self.extras.as_ref()?.hold_off.as_ref()?;
+        let until = map.until(key)?;
+        Some(self.clock.since(until))
+    }
+
+    /// **The one place an action ends** (the core has stopped it): builds
+    /// the report, gives a copy to the caller's slot and the observer, and
+    /// attaches it to the response or the error.
+    fn finish<ResB, E>(
+        &mut self,
+        ending: Ending<Response<ResB>, E>,
+    ) -> Result<Response<ResB>, Error<E>> {
+        let report = self.conclude();
+        let kind = match ending {
+            Ending::Response(mut response) => {
+                if let Some(report) = report {
+                    response.extensions_mut().insert(report);
+                }
+                return Ok(response);
+            }
+            Ending::Inner(error) => ErrorKind::Inner(error),
+            Ending::TimedOut => ErrorKind::AttemptTimeout,
+            Ending::Cancelled => ErrorKind::Cancelled,
+            Ending::NotSent => ErrorKind::NotSent,
+        };
+        Err(Error::new(kind, report))
+    }
+
+    /// [`finish`](Self::finish) with an error.
+    pub(crate) fn finish_error<E>(&mut self, kind: ErrorKind<E>) -> Error<E> {
+        let ending = match kind {
+            ErrorKind::Inner(error) => Ending::Inner(error),
+            ErrorKind::AttemptTimeout => Ending::TimedOut,
+            ErrorKind::Cancelled => Ending::Cancelled,
+            ErrorKind::NotSent => Ending::NotSent,
+        };
+        match self.finish::<(), E>(ending) {
+            Ok(_) => unreachable!("an error ending is an error"),
+            Err(error) => error,
+        }
+    }
+
+    /// The stopped action's report, moving its trail out; the caller's slot
+    /// and the observer get it too.
+    fn conclude(&mut self) -> Option<Report> {
+        let policy = *self.action.policy();
+        let report =
+            std::mem::replace(&mut self.action, Action::with_seed(policy, 0)).into_report();
+        debug_assert!(
+            report.is_some(),
+            "an action ends only once the core stopped it"
+        );
+        if let (Some(report), Some(extras)) = (&report, &self.extras) {
+            if let Some(slot) = &extras.slot {
+                slot.fill(report.clone());
+            }
+            if let Some(watch) = &extras.watch {
+                watch.report(report);
+            }
         }
         report
+    }
+
+    /// Reads a response for the core: the signal, the calendar (only when
+    /// the response carries a date), whether the request can still be sent
+    /// again in full. Answers the core's decision.
+    fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
+        let (status, retry_after, forbidden, translated, resets) = self
+            .config
+            .read(response.status(), response.headers())
+            .into_parts();
+        // The calendar clock is read only when the core needs it: a date,
+        // or a reset header given as a Unix time.
+        let needs_calendar = retry_after.needs_calendar()
+            || resets.as_ref().is_some_and(ResetHeaders::needs_calendar);
+        let calendar = if needs_calendar {
+            self.config.calendar_reading(response.headers())
+        } else {
+            None
+        };
+        // A body that went over its replay limit cannot be sent again in
+        // full: the core decides what that means for this response.
+        let replayable = self.template.as_ref().is_none_or(|t| {
+            t.extensions()
+                .get::<BodyReplay>()
+                .is_none_or(BodyReplay::is_replayable)
+        });
+        if !replayable {
+            self.action.request_not_replayable();
+        }
+        self.step(|action, now| {
+            if let Some(from) = translated {
+                action.response_translated(now, from);
+            }
+            if forbidden {
+                action.retry_forbidden();
+            }
+            if let Some(resets) = resets {
+                action.reset_headers(resets);
+            }
+            action.response(now, status, &retry_after, calendar)
+        })
     }
 }
 
 pin_project! {
     /// The response future of [`RetryBudget`](crate::RetryBudget).
-    pub struct ResponseFuture<S, B, C, G = HttpSignal>
+    pub struct ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
     {
         #[pin]
-        kind: Kind<S, B, C, G>,
+        kind: Kind<S, B>,
     }
 }
 
 pin_project! {
     #[project = KindProj]
-    enum Kind<S, B, C, G>
+    enum Kind<S, B>
     where
         S: Service<Request<B>>,
     {
@@ -124,59 +296,83 @@ pin_project! {
         /// to copy, a service clone), and a pass-through future should not
         /// pay for moving it.
         Budgeted {
-            attempts: Pin<Box<Attempts<S, B, C, G>>>,
+            attempts: Pin<Box<Attempts<S, B>>>,
         },
-        /// Stopped before anything was sent (a hold-off that does not fit).
-        Stopped {
+        /// Ended in `call` (a hold-off or a policy that leaves no room for
+        /// the first attempt): nothing was sent.
+        Ended {
             error: Option<Error<S::Error>>,
         },
     }
 }
 
 pin_project! {
-    /// The state of a budgeted request.
-    #[project = AttemptsProj]
-    struct Attempts<S, B, C, G>
+    /// What a budgeted action is doing, with the data it needs for it.
+    #[project = StateProj]
+    enum State<F, R> {
+        /// An attempt is in flight; it must answer by `deadline` (elapsed).
+        InFlight {
+            #[pin]
+            future: F,
+            deadline: Duration,
+            armed: bool,
+        },
+        /// Waiting until the next attempt may start, holding the last
+        /// response (to return if the action stops after the wait).
+        Waiting {
+            response: Option<R>,
+        },
+        /// Waiting for the inner service to be ready for the next attempt.
+        Readying {
+            response: Option<R>,
+        },
+        /// Finished.
+        Done,
+    }
+}
+
+pin_project! {
+    /// A budgeted action: its state, its timer, the caller's cancellation,
+    /// and the rest.
+    struct Attempts<S, B>
     where
         S: Service<Request<B>>,
     {
         #[pin]
-        future: Option<S::Future>,
+        state: State<S::Future, S::Response>,
         // Created only when first needed: an attempt that answers at once
         // never touches the timer wheel.
         #[pin]
         timer: Option<Sleep>,
         #[pin]
         cancelled: Option<WaitForCancellationFutureOwned>,
-        // The deadline of the attempt in flight.
-        deadline: Instant,
-        state: State,
-        ctx: Budgeted<S, B, C, G, S::Response>,
+        ctx: Ctx<S, B>,
     }
 
-    impl<S, B, C, G> PinnedDrop for Attempts<S, B, C, G>
+    impl<S, B> PinnedDrop for Attempts<S, B>
     where
         S: Service<Request<B>>,
     {
         fn drop(this: Pin<&mut Self>) {
-            // The caller left before the end: record it (and trace it), so the
+            // The caller left before the end: the core records it, so the
             // trail never just stops. Nothing else runs after this.
             let this = this.project();
-            if *this.state != State::Done {
+            if !matches!(this.state.project(), StateProj::Done) {
+                this.ctx.clock.new_poll();
                 this.ctx.step(|action, now| action.caller_left(now));
-                if this.ctx.slot.is_some() {
-                    this.ctx.report();
-                }
+                this.ctx.conclude();
             }
         }
     }
 }
 
-/// Points the timer at `at`, creating it on first use.
-fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
-    match timer.as_mut().as_pin_mut() {
-        Some(sleep) => sleep.reset(at),
-        None => timer.set(Some(tokio::time::sleep_until(at))),
+/// Points the timer at `at`, creating it on first use; "never" (`None`)
+/// disarms it.
+fn arm(mut timer: Pin<&mut Option<Sleep>>, at: Option<Instant>) {
+    match (timer.as_mut().as_pin_mut(), at) {
+        (Some(sleep), Some(at)) => sleep.reset(at),
+        (None, Some(at)) => timer.set(Some(tokio::time::sleep_until(at))),
+        (_, None) => timer.set(None),
     }
 }
 
@@ -187,7 +383,7 @@ fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut Context<'_>) -> bool {
         .is_some_and(|sleep| sleep.poll(cx).is_ready())
 }
 
-impl<S, B, C, G> ResponseFuture<S, B, C, G>
+impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
@@ -197,283 +393,256 @@ where
         }
     }
 
-    pub(crate) fn budgeted(
-        future: S::Future,
-        deadline: Duration,
-        cancelled: Option<WaitForCancellationFutureOwned>,
-        ctx: Budgeted<S, B, C, G, S::Response>,
-    ) -> Self {
-        Self {
-            kind: Kind::Budgeted {
-                attempts: Box::pin(Attempts {
-                    future: Some(future),
-                    timer: None,
-                    cancelled,
-                    deadline: ctx.origin + deadline,
-                    state: State::InFlight,
-                    ctx,
-                }),
+    /// The first attempt has been sent: `future`, due by `deadline`.
+    pub(crate) fn budgeted(ctx: Ctx<S, B>, future: S::Future, deadline: Duration) -> Self {
+        Self::with_state(
+            ctx,
+            State::InFlight {
+                future,
+                deadline,
+                armed: false,
             },
-        }
+            None,
+        )
     }
 
     /// The first attempt waits for a hold-off until `until` (elapsed).
-    pub(crate) fn deferred(
-        until: Duration,
-        cancelled: Option<WaitForCancellationFutureOwned>,
-        ctx: Budgeted<S, B, C, G, S::Response>,
+    pub(crate) fn deferred(mut ctx: Ctx<S, B>, until: Duration) -> Self {
+        let at = ctx.clock.at(until);
+        Self::with_state(ctx, State::Waiting { response: None }, at)
+    }
+
+    /// Ended in `call`, with `error` (and its report).
+    pub(crate) fn ended(error: Error<S::Error>) -> Self {
+        Self {
+            kind: Kind::Ended { error: Some(error) },
+        }
+    }
+
+    fn with_state(
+        mut ctx: Ctx<S, B>,
+        state: State<S::Future, S::Response>,
+        timer: Option<Instant>,
     ) -> Self {
+        let cancelled = ctx
+            .extras
+            .as_mut()
+            .and_then(|e| e.cancel.take())
+            .map(CancellationToken::cancelled_owned);
         Self {
             kind: Kind::Budgeted {
                 attempts: Box::pin(Attempts {
-                    future: None,
-                    timer: Some(tokio::time::sleep_until(ctx.origin + until)),
+                    state,
+                    timer: timer.map(tokio::time::sleep_until),
                     cancelled,
-                    deadline: ctx.origin,
-                    state: State::Waiting,
                     ctx,
                 }),
             },
         }
     }
-
-    /// Ends at once with `error`.
-    pub(crate) fn stopped(error: Error<S::Error>) -> Self {
-        Self {
-            kind: Kind::Stopped { error: Some(error) },
-        }
-    }
 }
 
-impl<S, B, C, G, ResB> Future for ResponseFuture<S, B, C, G>
+type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
+
+impl<S, B, ResB> Future for ResponseFuture<S, B>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     B: Clone,
-    C: Calendar,
-    G: RetrySignal,
 {
-    type Output = Result<Response<ResB>, Error<S::Error>>;
+    type Output = Output<ResB, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let attempts = match self.project().kind.project() {
-            KindProj::Passthrough { future } => {
-                return future
-                    .poll(cx)
-                    .map_err(|e| Error::new(ErrorKind::Inner(e), None));
-            }
-            KindProj::Budgeted { attempts } => attempts.as_mut().project(),
-            KindProj::Stopped { error } => {
-                let error = error
-                    .take()
-                    .expect("ResponseFuture polled after completion");
-                return Poll::Ready(Err(error));
-            }
-        };
-        let AttemptsProj {
-            mut future,
-            mut timer,
-            mut cancelled,
-            deadline,
-            state,
-            ctx,
-        } = attempts;
+        match self.project().kind.project() {
+            KindProj::Passthrough { future } => future
+                .poll(cx)
+                .map_err(|e| Error::new(ErrorKind::Inner(e), None)),
+            KindProj::Budgeted { attempts } => attempts.as_mut().poll(cx),
+            KindProj::Ended { error } => Poll::Ready(Err(error
+                .take()
+                .expect("ResponseFuture polled after completion"))),
+        }
+    }
+}
 
+impl<S, B, ResB> Future for Attempts<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    B: Clone,
+{
+    type Output = Output<ResB, S::Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.as_mut().project().ctx.clock.new_poll();
         loop {
-            if *state == State::Done {
-                panic!("ResponseFuture polled after completion");
-            }
-            if let Some(token) = cancelled.as_mut().as_pin_mut() {
-                if token.poll(cx).is_ready() {
-                    cancelled.set(None);
-                    future.set(None);
-                    *state = State::Done;
-                    ctx.last_response = None;
-                    ctx.step(|action, now| action.caller_left(now));
-                    return Poll::Ready(Err(Error::new(ErrorKind::Cancelled, ctx.report())));
+            let this = self.as_mut().project();
+            if let Some(cancelled) = this.cancelled.as_pin_mut() {
+                if cancelled.poll(cx).is_ready() {
+                    return Poll::Ready(self.cancelled());
                 }
             }
-            match *state {
-                State::InFlight => {
-                    let Some(attempt) = future.as_mut().as_pin_mut() else {
-                        *state = State::Done;
-                        continue;
-                    };
-                    match attempt.poll(cx) {
-                        Poll::Ready(Ok(response)) => {
-                            future.set(None);
-                            let (status, retry_after, forbidden, translated) = ctx
-                                .signal
-                                .read(response.status(), response.headers())
-                                .into_parts();
-                            let calendar = ctx.dates.reading(&ctx.calendar, response.headers());
-                            // A body that went over its replay limit cannot
-                            // be sent again in full: tell the core, which
-                            // decides what that means for this response.
-                            let replayable = ctx.template.as_ref().is_none_or(|t| {
-                                t.extensions()
-                                    .get::<BodyReplay>()
-                                    .is_none_or(BodyReplay::is_replayable)
-                            });
-                            if !replayable {
-                                ctx.action.request_not_replayable();
-                            }
-                            let mut decision = ctx.step(|action, now| {
-                                // What the signal read besides the status and
-                                // the delay (nothing, for plain HTTP).
-                                if let Some(from) = translated {
-                                    action.response_translated(now, from);
-                                }
-                                if forbidden {
-                                    action.retry_forbidden();
-                                }
-                                action.response(now, status, &retry_after, calendar)
-                            });
-                            if let (Some((map, key)), Some(until)) =
-                                (&ctx.hold_off, ctx.action.server_asked_until())
-                            {
-                                map.hold(key, ctx.origin + until);
-                            }
-                            if let (Decision::WaitUntil(_), Some(budget)) = (decision, &ctx.budget)
-                            {
-                                if !budget.0.withdraw() {
-                                    decision = ctx.step(|action, now| action.retry_refused(now));
-                                }
-                            }
-                            if let Decision::WaitUntil(until) = decision {
-                                arm(timer.as_mut(), ctx.origin + until);
-                                ctx.last_response = Some(response);
-                                *state = State::Waiting;
-                                continue;
-                            }
-                            *state = State::Done;
-                            return Poll::Ready(Ok(with_report(response, ctx.report())));
-                        }
-                        Poll::Ready(Err(error)) => {
-                            future.set(None);
-                            *state = State::Done;
-                            ctx.step(|action, now| action.transport_failed(now));
-                            return Poll::Ready(Err(Error::new(
-                                ErrorKind::Inner(error),
-                                ctx.report(),
-                            )));
-                        }
-                        Poll::Pending => {
-                            if timer.is_none() {
-                                arm(timer.as_mut(), *deadline);
-                            }
-                            if !fired(timer.as_mut(), cx) {
-                                return Poll::Pending;
-                            }
-                            // Past the deadline: abandon the attempt.
-                            future.set(None);
-                            *state = State::Done;
-                            ctx.step(|action, now| action.attempt_timed_out(now));
-                            return Poll::Ready(Err(Error::new(
-                                ErrorKind::AttemptTimeout,
-                                ctx.report(),
-                            )));
-                        }
-                    }
-                }
-                State::Waiting => {
-                    if !fired(timer.as_mut(), cx) {
-                        return Poll::Pending;
-                    }
-                    match ctx.step(|action, now| action.timer_woke(now)) {
-                        Decision::StartNow => {
-                            // Wait for readiness no longer than the latest start.
-                            let latest = ctx.action.latest_start();
-                            arm(timer.as_mut(), ctx.origin + latest);
-                            *state = State::Readying;
-                        }
-                        Decision::WaitUntil(until) => arm(timer.as_mut(), ctx.origin + until),
-                        Decision::AwaitResponse { .. } | Decision::Stop(_) => {
-                            *state = State::Done;
-                            return Poll::Ready(finish_without_attempt(ctx));
-                        }
-                    }
-                }
-                State::Readying => match ctx.service.poll_ready(cx) {
-                    Poll::Ready(Ok(())) => {
-                        match ctx.step(|action, now| action.attempt_started(now)) {
-                            Decision::AwaitResponse {
-                                deadline: deadline_at,
-                                attempt,
-                            } => {
-                                let more = attempt < ctx.action.policy().max_attempts();
-                                let request = if more {
-                                    ctx.template.as_ref().map(request::copy)
-                                } else {
-                                    ctx.template.take()
-                                };
-                                let Some(request) = request else {
-                                    *state = State::Done;
-                                    return Poll::Ready(finish_without_attempt(ctx));
-                                };
-                                if attempt == 1 {
-                                    // A first attempt delayed by a hold-off.
-                                    if let Some(budget) = &ctx.budget {
-                                        budget.0.deposit();
-                                    }
-                                }
-                                ctx.last_response = None;
-                                future.set(Some(ctx.service.call(request)));
-                                *deadline = ctx.origin + deadline_at;
-                                arm(timer.as_mut(), *deadline);
-                                *state = State::InFlight;
-                            }
-                            _ => {
-                                *state = State::Done;
-                                return Poll::Ready(finish_without_attempt(ctx));
-                            }
-                        }
-                    }
-                    Poll::Ready(Err(error)) => {
-                        *state = State::Done;
-                        ctx.last_response = None;
-                        ctx.step(|action, now| action.transport_failed(now));
-                        return Poll::Ready(Err(Error::new(ErrorKind::Inner(error), ctx.report())));
-                    }
-                    Poll::Pending => {
-                        if !fired(timer.as_mut(), cx) {
-                            return Poll::Pending;
-                        }
-                        // Still not ready at the latest start: the core
-                        // decides (a stop, since the timer never fires early).
-                        match ctx.step(|action, now| action.transport_not_ready(now)) {
-                            Decision::Stop(_) => {
-                                *state = State::Done;
-                                return Poll::Ready(finish_without_attempt(ctx));
-                            }
-                            _ => {
-                                let latest = ctx.action.latest_start();
-                                arm(timer.as_mut(), ctx.origin + latest);
-                            }
-                        }
-                    }
-                },
-                State::Done => unreachable!("checked at the top of the loop"),
+            let ending = match self.as_mut().project().state.project() {
+                StateProj::InFlight { .. } => ready!(self.as_mut().poll_in_flight(cx)),
+                StateProj::Waiting { .. } => ready!(self.as_mut().poll_waiting(cx)),
+                StateProj::Readying { .. } => ready!(self.as_mut().poll_readying(cx)),
+                StateProj::Done => panic!("ResponseFuture polled after completion"),
+            };
+            if let Some(ending) = ending {
+                let mut this = self.as_mut().project();
+                this.state.set(State::Done);
+                this.cancelled.set(None);
+                return Poll::Ready(this.ctx.finish(ending));
             }
         }
     }
 }
 
-/// The action stopped between attempts: return the last response held
-/// during the wait, with the report.
-fn finish_without_attempt<S, B, C, G, ResB, E>(
-    ctx: &mut Budgeted<S, B, C, G, Response<ResB>>,
-) -> Result<Response<ResB>, Error<E>> {
-    let report = ctx.report();
-    match ctx.last_response.take() {
-        Some(response) => Ok(with_report(response, report)),
-        // Stopped before the first attempt was sent (after a hold-off).
-        None => Err(Error::new(ErrorKind::NotSent, report)),
+/// What a state's poll leads to: `None`, another state (loop again); or the
+/// ending.
+type Turn<ResB, E> = Option<Ending<Response<ResB>, E>>;
+
+impl<S, B, ResB> Attempts<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    B: Clone,
+{
+    /// The caller's token fired: the core records the caller leaving.
+    fn cancelled(self: Pin<&mut Self>) -> Output<ResB, S::Error> {
+        let mut this = self.project();
+        this.state.set(State::Done);
+        this.cancelled.set(None);
+        this.ctx.step(|action, now| action.caller_left(now));
+        this.ctx.finish(Ending::Cancelled)
+    }
+
+    /// An attempt in flight: its answer, its failure, or its deadline.
+    fn poll_in_flight(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
+        let mut this = self.project();
+        let StateProj::InFlight {
+            future,
+            deadline,
+            armed,
+        } = this.state.as_mut().project()
+        else {
+            unreachable!("called in the InFlight state")
+        };
+        match future.poll(cx) {
+            Poll::Ready(Ok(response)) => {
+                let decision = this.ctx.response(&response);
+                if let Decision::WaitUntil(until) = decision {
+                    arm(this.timer.as_mut(), this.ctx.clock.at(until));
+                    this.state.set(State::Waiting {
+                        response: Some(response),
+                    });
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Ending::Response(response)))
+            }
+            Poll::Ready(Err(error)) => {
+                this.ctx.step(|action, now| action.transport_failed(now));
+                Poll::Ready(Some(Ending::Inner(error)))
+            }
+            Poll::Pending => {
+                if !*armed {
+                    *armed = true;
+                    arm(this.timer.as_mut(), this.ctx.clock.at(*deadline));
+                }
+                if !fired(this.timer.as_mut(), cx) {
+                    return Poll::Pending;
+                }
+                // Past the deadline: the attempt is abandoned (dropped with
+                // this state).
+                this.ctx.step(|action, now| action.attempt_timed_out(now));
+                Poll::Ready(Some(Ending::TimedOut))
+            }
+        }
+    }
+
+    /// Between attempts (or before a first attempt held off): the timer is
+    /// the earliest next start.
+    fn poll_waiting(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
+        let mut this = self.project();
+        if !fired(this.timer.as_mut(), cx) {
+            return Poll::Pending;
+        }
+        let StateProj::Waiting { response } = this.state.as_mut().project() else {
+            unreachable!("called in the Waiting state")
+        };
+        match this.ctx.step(|action, now| action.timer_woke(now)) {
+            Decision::StartNow => {
+                // Wait for readiness no longer than the latest start.
+                let response = response.take();
+                let latest = this.ctx.action.latest_start();
+                arm(this.timer.as_mut(), this.ctx.clock.at(latest));
+                this.state.set(State::Readying { response });
+                Poll::Ready(None)
+            }
+            Decision::WaitUntil(until) => {
+                arm(this.timer.as_mut(), this.ctx.clock.at(until));
+                Poll::Ready(None)
+            }
+            Decision::AwaitResponse { .. } | Decision::Stop(_) => {
+                Poll::Ready(Some(held(response.take())))
+            }
+        }
+    }
+
+    /// The next attempt may start once the inner service is ready, no later
+    /// than the latest start (the timer).
+    fn poll_readying(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
+        let mut this = self.project();
+        let StateProj::Readying { response } = this.state.as_mut().project() else {
+            unreachable!("called in the Readying state")
+        };
+        match this.ctx.service.poll_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(error)) => {
+                this.ctx.step(|action, now| action.readiness_failed(now));
+                return Poll::Ready(Some(Ending::Inner(error)));
+            }
+            Poll::Pending => {
+                if !fired(this.timer.as_mut(), cx) {
+                    return Poll::Pending;
+                }
+                // Still not ready at the latest start: the core decides (a
+                // stop, since the timer never fires early).
+                return match this.ctx.step(|action, now| action.transport_not_ready(now)) {
+                    Decision::Stop(_) => Poll::Ready(Some(held(response.take()))),
+                    _ => {
+                        let latest = this.ctx.action.latest_start();
+                        arm(this.timer.as_mut(), this.ctx.clock.at(latest));
+                        Poll::Ready(None)
+                    }
+                };
+            }
+        }
+        let Decision::AwaitResponse { deadline, .. } =
+            this.ctx.step(|action, now| action.attempt_started(now))
+        else {
+            return Poll::Ready(Some(held(response.take())));
+        };
+        // Moved for the last possible attempt, copied otherwise.
+        let ctx = &mut *this.ctx;
+        let request = if ctx.action.retry_may_follow() {
+            ctx.template.as_ref().map(request::copy)
+        } else {
+            ctx.template.take()
+        };
+        let request = request.expect("a copy is kept while another attempt may follow");
+        let future = ctx.service.call(request);
+        this.state.set(State::InFlight {
+            future,
+            deadline,
+            armed: false,
+        });
+        Poll::Ready(None)
     }
 }
 
-fn with_report<ResB>(mut response: Response<ResB>, report: Option<Report>) -> Response<ResB> {
-    if let Some(report) = report {
-        response.extensions_mut().insert(report);
+/// The action stopped between attempts: the last response held during the
+/// wait, or nothing sent at all (a first attempt held off).
+fn held<R, E>(response: Option<R>) -> Ending<R, E> {
+    match response {
+        Some(response) => Ending::Response(response),
+        None => Ending::NotSent,
     }
-    response
 }

@@ -3,22 +3,25 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use retry_budget::Policy;
+use std::time::SystemTime;
+
+use http::{HeaderMap, StatusCode};
+use retry_budget::{Action, Policy};
 use tower::retry::budget::Budget;
 use tower::Layer;
 
 use crate::budget::SharedBudget;
-use crate::calendar::{DateReference, SystemCalendar};
+use crate::calendar::{Calendar, DateReference, SystemCalendar};
 use crate::hold_off::HoldOff;
-use crate::signal::{HttpSignal, RetrySignal};
+use crate::observer::{Observer, SharedObserver};
+use crate::signal::{HttpSignal, RetrySignal, Signal};
 use crate::RetryBudget;
 
 /// Wraps a service in [`RetryBudget`].
 ///
 /// ```
-/// use retry_budget::Policy;
 /// use tower::ServiceBuilder;
-/// use tower_retry_budget::RetryBudgetLayer;
+/// use tower_retry_budget::{Policy, RetryBudgetLayer};
 ///
 /// # let client = tower::service_fn(|_: http::Request<String>| async {
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -28,30 +31,79 @@ use crate::RetryBudget;
 ///     .service(client);
 /// # let _ = client;
 /// ```
-#[derive(Debug, Clone)]
-pub struct RetryBudgetLayer<C = SystemCalendar, G = HttpSignal> {
-    policy: Policy,
-    calendar: C,
-    dates: DateReference,
-    client: ClientState,
-    signal: G,
+#[derive(Debug, Clone, Default)]
+pub struct RetryBudgetLayer {
+    config: Arc<Config>,
 }
 
-/// What the actions of one client share: the cross-request budget, the
-/// hold-off map and the jitter seeds. All optional, all cheap to clone.
-#[derive(Debug, Clone)]
-pub(crate) struct ClientState {
+/// The layer's configuration, shared (not copied) by every service it makes
+/// and every action they run: the policy, how responses are read, and what
+/// the actions of one client share (the cross-request budget, the hold-off
+/// map, the jitter seeds, the observer). Runtime state lives in the
+/// response future.
+#[derive(Clone, Default)]
+pub(crate) struct Config {
+    pub(crate) policy: Policy,
+    /// The calendar clock for HTTP-dates; `None`: the system's.
+    pub(crate) calendar: Option<Arc<dyn Calendar + Send + Sync>>,
+    pub(crate) dates: DateReference,
+    /// How a response head is read; `None`: [`HttpSignal`].
+    pub(crate) signal: Option<Arc<dyn RetrySignal + Send + Sync>>,
     pub(crate) budget: Option<SharedBudget>,
     pub(crate) hold_off: Option<HoldOff>,
     pub(crate) seeds: Option<Arc<Seeds>>,
+    pub(crate) observer: Option<SharedObserver>,
 }
 
-impl ClientState {
-    pub(crate) const NONE: Self = Self {
-        budget: None,
-        hold_off: None,
-        seeds: None,
-    };
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("policy", &self.policy)
+            .field(
+                "calendar",
+                &self.calendar.as_ref().map_or("system", |_| "custom"),
+            )
+            .field("dates", &self.dates)
+            .field("signal", &self.signal.as_ref().map_or("http", |_| "custom"))
+            .field("budget", &self.budget)
+            .field("hold_off", &self.hold_off)
+            .field("seeds", &self.seeds)
+            .field("observer", &self.observer)
+            .finish()
+    }
+}
+
+impl Config {
+    pub(crate) fn new(policy: Policy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    /// A new action under this configuration.
+    pub(crate) fn action(&self) -> Action {
+        match &self.seeds {
+            Some(seeds) => Action::with_seed(self.policy, seeds.next()),
+            None => Action::new(self.policy),
+        }
+    }
+
+    /// What a response head tells the budget.
+    pub(crate) fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+        match &self.signal {
+            None => HttpSignal.read(status, headers),
+            Some(signal) => signal.read(status, headers),
+        }
+    }
+
+    /// The calendar reading at receipt of a response with these headers.
+    pub(crate) fn calendar_reading(&self, headers: &HeaderMap) -> Option<SystemTime> {
+        match &self.calendar {
+            None => self.dates.reading(&SystemCalendar, headers),
+            Some(calendar) => self.dates.reading(calendar.as_ref(), headers),
+        }
+    }
 }
 
 /// Per-action jitter seeds derived from one seed: the n-th action of the
@@ -80,30 +132,25 @@ const fn splitmix64(x: u64) -> u64 {
 
 impl RetryBudgetLayer {
     /// A layer with this policy, the system calendar clock, and dates
-    /// measured against it.
-    pub const fn new(policy: Policy) -> Self {
+    /// measured against it. [`RetryBudgetLayer::default`] is the same with
+    /// [`Policy::default`].
+    pub fn new(policy: Policy) -> Self {
         Self {
-            policy,
-            calendar: SystemCalendar,
-            dates: DateReference::LocalClock,
-            client: ClientState::NONE,
-            signal: HttpSignal,
+            config: Arc::new(Config::new(policy)),
         }
     }
-}
 
-impl<C, G> RetryBudgetLayer<C, G> {
+    fn config(&mut self) -> &mut Config {
+        Arc::make_mut(&mut self.config)
+    }
+
     /// Uses another calendar clock for HTTP-date `Retry-After` values (for
     /// example [`UntrustedCalendar`](crate::UntrustedCalendar) on a host
-    /// whose wall clock cannot be trusted).
-    pub fn calendar<C2>(self, calendar: C2) -> RetryBudgetLayer<C2, G> {
-        RetryBudgetLayer {
-            policy: self.policy,
-            calendar,
-            dates: self.dates,
-            client: self.client,
-            signal: self.signal,
-        }
+    /// whose wall clock cannot be trusted). It is read only when a response
+    /// carries a date.
+    pub fn calendar(mut self, calendar: impl Calendar + Send + Sync + 'static) -> Self {
+        self.config().calendar = Some(Arc::new(calendar));
+        self
     }
 
     /// Reads responses with another [`RetrySignal`]: for gRPC,
@@ -113,20 +160,14 @@ impl<C, G> RetryBudgetLayer<C, G> {
     /// default, [`HttpSignal`], reads the status and `Retry-After`.
     ///
     /// ```
-    /// use retry_budget::Policy;
-    /// use tower_retry_budget::{GrpcSignal, RetryBudgetLayer};
+    /// use tower_retry_budget::{GrpcSignal, Policy, RetryBudgetLayer};
     ///
     /// let layer = RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal);
     /// # let _ = layer;
     /// ```
-    pub fn signal<G2: RetrySignal>(self, signal: G2) -> RetryBudgetLayer<C, G2> {
-        RetryBudgetLayer {
-            policy: self.policy,
-            calendar: self.calendar,
-            dates: self.dates,
-            client: self.client,
-            signal,
-        }
+    pub fn signal(mut self, signal: impl RetrySignal + Send + Sync + 'static) -> Self {
+        self.config().signal = Some(Arc::new(signal));
+        self
     }
 
     /// Bounds the retries of all actions through this layer (and its clones)
@@ -140,7 +181,7 @@ impl<C, G> RetryBudgetLayer<C, G> {
     where
         B: Budget + Send + Sync + 'static,
     {
-        self.client.budget = Some(SharedBudget(Arc::new(budget)));
+        self.config().budget = Some(SharedBudget(Arc::new(budget)));
         self
     }
 
@@ -148,46 +189,50 @@ impl<C, G> RetryBudgetLayer<C, G> {
     /// service gave another action: see [`HoldOff`] and the
     /// [`hold_off` docs](crate::hold_off).
     pub fn hold_off(mut self, hold_off: HoldOff) -> Self {
-        self.client.hold_off = Some(hold_off);
+        self.config().hold_off = Some(hold_off);
         self
     }
 
     /// Seeds the jitter of every action from `seed` (the n-th action gets
     /// its own seed derived from it), so that a run is reproducible. Without
     /// it, each action is seeded at random. Matters only if the policy has
-    /// [`Jitter`](retry_budget::Jitter).
+    /// [`Jitter`](crate::Jitter).
     pub fn jitter_seed(mut self, seed: u64) -> Self {
-        self.client.seeds = Some(Arc::new(Seeds {
+        self.config().seeds = Some(Arc::new(Seeds {
             base: seed,
             next: AtomicU64::new(0),
         }));
         self
     }
 
+    /// Hands every step of every budgeted action (typed
+    /// [`Event`](crate::Event)s with the request's [`ActionId`]) and
+    /// every final report to `observer`: see [`Observer`]. The layer's
+    /// clones and the services it makes share it, and share one id counter.
+    ///
+    /// [`ActionId`]: crate::ActionId
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.config().observer = Some(SharedObserver::new(observer));
+        self
+    }
+
     /// Chooses what an HTTP-date is measured against; see
     /// [`DateReference`].
-    pub const fn dates(mut self, dates: DateReference) -> Self {
-        self.dates = dates;
+    pub fn dates(mut self, dates: DateReference) -> Self {
+        self.config().dates = dates;
         self
     }
 
     /// The policy.
-    pub const fn policy(&self) -> &Policy {
-        &self.policy
+    pub fn policy(&self) -> &Policy {
+        &self.config.policy
     }
 }
 
-impl<S, C: Clone, G: Clone> Layer<S> for RetryBudgetLayer<C, G> {
-    type Service = RetryBudget<S, C, G>;
+impl<S> Layer<S> for RetryBudgetLayer {
+    type Service = RetryBudget<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RetryBudget::from_parts(
-            inner,
-            self.policy,
-            self.calendar.clone(),
-            self.dates,
-            self.client.clone(),
-            self.signal.clone(),
-        )
+        RetryBudget::from_config(inner, self.config.clone())
     }
 }

@@ -21,7 +21,7 @@
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) put in the
 //!   request's extensions) **stops everything**: no task is spawned;
 //! * every step is traced, and the final response carries a
-//!   [`Report`](retry_budget::Report) in its extensions (the last response is
+//!   [`Report`] in its extensions (the last response is
 //!   returned as is, 429 included: it is never turned into an error).
 //!
 //! The rule itself is not here: it is the pure state machine of the
@@ -35,15 +35,17 @@
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
 //! | `future.rs` | [`ResponseFuture`]: the timer and the attempt loop |
 //! | `request.rs` | safe methods, [`Idempotent`], request copies |
+//! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
 //! | `classify.rs` | the tower-http classifier |
 //! | `policy.rs` | [`BudgetPolicy`] for `tower::retry::Retry` |
 //! | `trace.rs` | `tracing` events |
+//! | `observer.rs` | [`Observer`]: the typed trail of every action, with its [`ActionId`] |
 //! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
 //! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `budget.rs` | [`ClientBudget`]: retries bounded to a ratio of first attempts, client-wide |
-//! | `hold_off.rs` | [`HoldOff`]: a `Retry-After` honoured by the whole client |
+//! | `hold_off/` | [`HoldOff`]: a `Retry-After` honoured by the whole client, bounded in time and space |
 //! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
@@ -54,7 +56,7 @@
 //! When several rate-limited actions run together, compose (SPEC §3):
 //! [`gate`] (at most N in flight, a waiting action holds no slot),
 //! [`single_flight`], jitter on the local fallback
-//! ([`Jitter`](retry_budget::Jitter) in the policy, seeded with
+//! ([`Jitter`] in the policy, seeded with
 //! [`RetryBudgetLayer::jitter_seed`]), a [`ClientBudget`] (or tower's
 //! `TpsBudget`) with [`RetryBudgetLayer::client_budget`], and a [`HoldOff`]
 //! with [`RetryBudgetLayer::hold_off`]. `examples/lab.rs` plays the source
@@ -107,7 +109,7 @@
 //!   `grpc-retry-pushback-ms` as the server's delay; a negative or malformed
 //!   pushback forbids the retry (gRFC A6), and the action ends as
 //!   `not_retryable`. The trail records the translation
-//!   ([`EventKind::Translated`](retry_budget::EventKind::Translated)).
+//!   ([`EventKind::Translated`]).
 //! * **Where the report is.** On an OK call, in
 //!   `tonic::Response::extensions()`. A call that ends with a non-OK
 //!   `grpc-status` comes back as a `tonic::Status`, which keeps the headers
@@ -169,12 +171,15 @@ mod builder;
 mod calendar;
 #[cfg(feature = "tower-http")]
 pub mod classify;
+mod clock;
 mod error;
 mod future;
 pub mod gate;
+pub mod grpc_peek;
 pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
+mod observer;
 mod policy;
 pub mod replay;
 pub mod report_slot;
@@ -190,14 +195,19 @@ pub use builder::ServiceBuilderExt;
 pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
-pub use hold_off::{HoldOff, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY};
+pub use grpc_peek::{GrpcTrailers, GrpcTrailersLayer, PeekBody};
+pub use hold_off::{
+    HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
+};
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::RetryBudgetLayer;
+pub use observer::{ActionId, Observer};
 pub use policy::BudgetPolicy;
 pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
 pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
-pub use signal::{GrpcSignal, HttpSignal, RetrySignal, Signal};
+pub use signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal};
 
 pub use retry_budget;
+pub use retry_budget::{Event, EventKind, Jitter, Outcome, Policy, Report};

@@ -40,14 +40,17 @@
 //! # let _ = client;
 //! ```
 
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::{HeaderValue, Request, Response};
 use retry_budget::{Action, Decision, Policy, RetryAfter};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
+use crate::clock::Clock;
 use crate::request;
 
 /// The retry-budget rule as a [`tower::retry::Policy`].
@@ -64,18 +67,14 @@ pub struct BudgetPolicy<C = SystemCalendar> {
 #[derive(Debug, Clone)]
 struct Run {
     action: Action,
-    origin: Instant,
+    clock: Clock,
     waiting: bool,
 }
 
 impl Run {
-    fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
-    }
-
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
-        let now = self.elapsed();
-        crate::trace::step(&mut self.action, now, input)
+        let now = self.clock.elapsed();
+        crate::trace::step(&mut self.action, now, None, input)
     }
 }
 
@@ -139,7 +138,7 @@ where
         };
         if let Decision::WaitUntil(until) = decision {
             run.waiting = true;
-            return Some(tokio::time::sleep_until(run.origin + until));
+            return Some(tokio::time::sleep_until(run.clock.at_or_far(until)));
         }
         if let (Ok(response), Some(report)) = (result, run.action.report()) {
             response.extensions_mut().insert(report);
@@ -166,7 +165,7 @@ where
                 // A new request: a new action, and a new budget.
                 let mut run = Run {
                     action: Action::new(self.policy),
-                    origin: Instant::now(),
+                    clock: Clock::start(),
                     waiting: false,
                 };
                 run.step(|action, now| action.attempt_started(now));

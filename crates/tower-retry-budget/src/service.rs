@@ -1,23 +1,20 @@
 //! The [`RetryBudget`] service: decides, per request, whether it is budgeted
-//! at all, and builds the response future.
+//! at all, and starts the action: its first attempt, or a wait for a
+//! hold-off, or a stop, as the core answers.
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{Action, Decision, Policy};
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
+use retry_budget::{Decision, Policy};
 use tower::Service;
 
-use crate::calendar::{Calendar, DateReference, SystemCalendar};
 use crate::error::{Error, ErrorKind};
-use crate::future::{Budgeted, ResponseFuture};
+use crate::future::{Ctx, Extras, ResponseFuture};
 use crate::hold_off::authority_of;
-use crate::layer::ClientState;
-use crate::report_slot::ReportSlot;
+use crate::layer::Config;
 use crate::request;
-use crate::signal::{HttpSignal, RetrySignal};
 
 /// Retries `429 Too Many Requests` inside a hard budget. See the
 /// [crate docs](crate).
@@ -30,7 +27,10 @@ use crate::signal::{HttpSignal, RetrySignal};
 /// `tower::retry` and linkerd2-proxy do), so back-pressure is respected on
 /// retries too. Waiting for readiness spends budget: if the inner service is
 /// not ready by the latest time at which the full cap still fits, the action
-/// stops as `budget_exhausted`.
+/// stops as `budget_exhausted`. A readiness error, in any phase, ends the
+/// action as `transport_error`, with its report (the caller's own
+/// `poll_ready` included: its error carries the report of an action that
+/// never started).
 ///
 /// A first attempt delayed by a [hold-off](crate::HoldOff) is sent on a
 /// clone too, made ready when the hold-off has passed. The service the
@@ -38,52 +38,25 @@ use crate::signal::{HttpSignal, RetrySignal};
 /// so nothing below (a concurrency limit's slot, say) is held while the
 /// action waits.
 #[derive(Debug, Clone)]
-pub struct RetryBudget<S, C = SystemCalendar, G = HttpSignal> {
+pub struct RetryBudget<S> {
     inner: S,
-    policy: Policy,
-    calendar: C,
-    dates: DateReference,
-    client: ClientState,
-    signal: G,
+    config: Arc<Config>,
 }
 
 impl<S> RetryBudget<S> {
     /// Wraps `inner` with `policy`, the system calendar clock and dates
     /// measured against it.
-    pub const fn new(inner: S, policy: Policy) -> Self {
-        Self {
-            inner,
-            policy,
-            calendar: SystemCalendar,
-            dates: DateReference::LocalClock,
-            client: ClientState::NONE,
-            signal: HttpSignal,
-        }
+    pub fn new(inner: S, policy: Policy) -> Self {
+        Self::from_config(inner, Arc::new(Config::new(policy)))
     }
-}
 
-impl<S, C, G> RetryBudget<S, C, G> {
-    pub(crate) const fn from_parts(
-        inner: S,
-        policy: Policy,
-        calendar: C,
-        dates: DateReference,
-        client: ClientState,
-        signal: G,
-    ) -> Self {
-        Self {
-            inner,
-            policy,
-            calendar,
-            dates,
-            client,
-            signal,
-        }
+    pub(crate) const fn from_config(inner: S, config: Arc<Config>) -> Self {
+        Self { inner, config }
     }
 
     /// The policy.
-    pub const fn policy(&self) -> &Policy {
-        &self.policy
+    pub fn policy(&self) -> &Policy {
+        &self.config.policy
     }
 
     /// The inner service.
@@ -102,48 +75,24 @@ impl<S, C, G> RetryBudget<S, C, G> {
     }
 }
 
-impl<S: Clone, C: Clone, G: Clone> RetryBudget<S, C, G> {
-    /// The state a budgeted request carries, with this service's settings.
-    fn budgeted<B, R>(
-        &self,
-        action: Action,
-        origin: Instant,
-        service: S,
-        template: Option<Request<B>>,
-        hold_off: Option<(crate::HoldOff, String)>,
-        slot: Option<ReportSlot>,
-    ) -> Budgeted<S, B, C, G, R> {
-        Budgeted {
-            action,
-            origin,
-            service,
-            template,
-            calendar: self.calendar.clone(),
-            dates: self.dates,
-            last_response: None,
-            budget: self.client.budget.clone(),
-            hold_off,
-            signal: self.signal.clone(),
-            slot,
-        }
-    }
-}
-
-impl<S, C, G, B, ResB> Service<Request<B>> for RetryBudget<S, C, G>
+impl<S, B, ResB> Service<Request<B>> for RetryBudget<S>
 where
     S: Service<Request<B>, Response = Response<ResB>> + Clone,
     B: Clone,
-    C: Calendar + Clone,
-    G: RetrySignal + Clone,
 {
     type Response = Response<ResB>;
     type Error = Error<S::Error>;
-    type Future = ResponseFuture<S, B, C, G>;
+    type Future = ResponseFuture<S, B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner
-            .poll_ready(cx)
-            .map_err(|e| Error::new(crate::error::ErrorKind::Inner(e), None))
+        self.inner.poll_ready(cx).map_err(|error| {
+            // The transport failed before any request: an action that never
+            // started, told to the core like any other ending.
+            let extras = Extras::without_request(&self.config);
+            let mut ctx = Ctx::<S, B>::new(self.config.clone(), self.inner.clone(), extras);
+            ctx.step(|action, now| action.readiness_failed(now));
+            ctx.finish_error(ErrorKind::Inner(error))
+        })
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
@@ -151,65 +100,43 @@ where
             // Not retryable: no copy, no timer, no report.
             return ResponseFuture::passthrough(self.inner.call(request));
         }
-        let cancelled = request
-            .extensions()
-            .get::<CancellationToken>()
-            .cloned()
-            .map(CancellationToken::cancelled_owned);
-        let slot = request.extensions().get::<ReportSlot>().cloned();
-        let mut action = match &self.client.seeds {
-            Some(seeds) => Action::with_seed(self.policy, seeds.next()),
-            None => Action::new(self.policy),
-        };
-        let origin = Instant::now();
         let hold_off = self
-            .client
+            .config
             .hold_off
             .as_ref()
             .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
-        let held_until = hold_off.as_ref().and_then(|(map, key)| map.until(key));
-        if let Some(until) = held_until {
+        let extras = Extras::of(&request, &self.config, hold_off);
+        let mut ctx = Ctx::new(self.config.clone(), self.inner.clone(), extras);
+        if let Some(until) = ctx.held_until() {
             // The service asked the client to wait: the core decides whether
             // the first attempt waits or is never sent.
-            let wait = until.saturating_duration_since(origin);
-            let decision =
-                crate::trace::step(&mut action, Duration::ZERO, |a, now| a.hold_off(now, wait));
-            match decision {
+            match ctx.step(|action, now| action.hold_off(now, until)) {
                 Decision::WaitUntil(at) => {
                     // Sent later, on a clone made ready then. The service made
                     // ready now is dropped: whatever it reserved (a slot of a
                     // concurrency limit) is released during the wait.
-                    let fresh = self.inner.clone();
-                    drop(std::mem::replace(&mut self.inner, fresh.clone()));
-                    let ctx = self.budgeted(action, origin, fresh, Some(request), hold_off, slot);
-                    return ResponseFuture::deferred(at, cancelled, ctx);
+                    drop(std::mem::replace(&mut self.inner, ctx.service.clone()));
+                    ctx.template = Some(request);
+                    return ResponseFuture::deferred(ctx, at);
                 }
                 Decision::Stop(_) => {
-                    let report = action.into_report();
-                    if let (Some(slot), Some(report)) = (&slot, &report) {
-                        slot.fill(report.clone());
-                    }
-                    return ResponseFuture::stopped(Error::new(ErrorKind::NotSent, report));
+                    return ResponseFuture::ended(ctx.finish_error(ErrorKind::NotSent))
                 }
                 Decision::StartNow | Decision::AwaitResponse { .. } => {}
             }
         }
-        // A copy only if a retry can ever follow.
-        let template = (self.policy.max_attempts() > 1).then(|| request::copy(&request));
-        let started = crate::trace::step(&mut action, Duration::ZERO, Action::attempt_started);
-        let deadline = match started {
+        let deadline = match ctx.step(|action, now| action.attempt_started(now)) {
             Decision::AwaitResponse { deadline, .. } => deadline,
-            // A validated policy always fits its first attempt.
-            _ => self.policy.attempt_cap(),
+            // The core refused even the first attempt: obey, send nothing.
+            _ => return ResponseFuture::ended(ctx.finish_error(ErrorKind::NotSent)),
         };
-        if let Some(budget) = &self.client.budget {
-            budget.0.deposit();
+        // A copy only if a retry can ever follow.
+        if ctx.action.retry_may_follow() {
+            ctx.template = Some(request::copy(&request));
         }
-        // Send on the service made ready; keep a clone for the retries.
-        let clone = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, clone);
-        let future = ready.call(request);
-        let ctx = self.budgeted(action, origin, ready, template, hold_off, slot);
-        ResponseFuture::budgeted(future, deadline, cancelled, ctx)
+        // Send on the service made ready; the clone in `ctx` serves the
+        // retries.
+        let future = self.inner.call(request);
+        ResponseFuture::budgeted(ctx, future, deadline)
     }
 }

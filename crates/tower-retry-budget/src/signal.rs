@@ -6,7 +6,9 @@
 //! The rule stays in the core: a signal only *reads*. The default,
 //! [`HttpSignal`], is the HTTP status and `Retry-After`, exactly as before
 //! (a zero-sized type, no allocation). [`GrpcSignal`] is the opt-in reading
-//! for gRPC, set with
+//! for gRPC, and [`ResetSignal`] the opt-in reading of rate-limit reset
+//! headers (IETF `RateLimit`, `RateLimit-Reset`, operator-named headers as
+//! seconds or Unix time) on top of either, set with
 //! [`RetryBudgetLayer::signal`](crate::RetryBudgetLayer::signal).
 //!
 //! # gRPC (`GrpcSignal`)
@@ -40,9 +42,13 @@
 //! before the response as told, so the report's `429` and its delay can be
 //! traced to what the server actually sent.
 //!
-//! Only the head is read: a `grpc-status` in real trailers (after messages)
-//! arrives after the response has been handed to the caller and is never
-//! retried. Which calls may be retried at all is not the signal's business:
+//! Only the head is read. A `grpc-status` in trailers that follow the
+//! initial metadata with no message is brought into the head by
+//! [`GrpcTrailersLayer`](crate::GrpcTrailersLayer), placed below the retry
+//! layer (the trail then says `, in trailers after initial metadata`); a
+//! `grpc-status` in trailers after messages arrives after the response has
+//! been handed to the caller and is never retried (that layer corrects the
+//! report in a [`ReportSlot`](crate::ReportSlot) instead). Which calls may be retried at all is not the signal's business:
 //! gRPC calls are `POST`, so only calls marked [`Idempotent`](crate::Idempotent)
 //! are budgeted (see the [crate docs](crate#grpc--tonic)).
 //!
@@ -68,8 +74,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderValue, StatusCode};
-use retry_budget::{RetryAfter, MAX_KEPT_RAW};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use retry_budget::{ResetFormat, ResetHeaders, RetryAfter, MAX_KEPT_RAW};
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +84,7 @@ pub struct Signal {
     retry_after: RetryAfter,
     retry_forbidden: bool,
     translated_from: Option<String>,
+    reset_headers: Option<ResetHeaders>,
 }
 
 impl Signal {
@@ -88,7 +95,21 @@ impl Signal {
             retry_after,
             retry_forbidden: false,
             translated_from: None,
+            reset_headers: None,
         }
+    }
+
+    /// The rate-limit reset headers found in the response, raw, for the
+    /// core to read (see [`ResetSignal`]).
+    #[must_use]
+    pub fn with_reset_headers(mut self, headers: ResetHeaders) -> Self {
+        self.reset_headers = Some(headers);
+        self
+    }
+
+    /// The reset headers found, if any were looked for.
+    pub const fn reset_headers(&self) -> Option<&ResetHeaders> {
+        self.reset_headers.as_ref()
     }
 
     /// The server forbids retrying this response (the core stops a retried
@@ -127,18 +148,23 @@ impl Signal {
         self.translated_from.as_deref()
     }
 
-    pub(crate) fn into_parts(self) -> (u16, RetryAfter, bool, Option<String>) {
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_parts(
+        self,
+    ) -> (u16, RetryAfter, bool, Option<String>, Option<ResetHeaders>) {
         (
             self.status,
             self.retry_after,
             self.retry_forbidden,
             self.translated_from,
+            self.reset_headers,
         )
     }
 }
 
 /// Reads a response head into the [`Signal`] the retry budget is told.
-/// See the [module docs](self).
+/// See the [module docs](self). Object-safe: a layer may hold one as
+/// `Arc<dyn RetrySignal + Send + Sync>`.
 pub trait RetrySignal {
     /// What the response with this status and headers tells the budget.
     fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal;
@@ -176,6 +202,15 @@ pub struct GrpcSignal;
 pub const GRPC_STATUS: &str = "grpc-status";
 /// `grpc-retry-pushback-ms` (gRFC A6).
 pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+/// Set (to [`GRPC_STATUS_FROM_TRAILERS`]) by
+/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer) on a head whose
+/// `grpc-status` it copied from trailers that followed the initial metadata
+/// with no message: the translation in the trail then ends with
+/// `, in trailers after initial metadata`. Without it, a `grpc-status` in
+/// the head is a Trailers-Only response's.
+pub const GRPC_STATUS_FROM: &str = "retry-budget-grpc-status-from";
+/// The value of [`GRPC_STATUS_FROM`].
+pub const GRPC_STATUS_FROM_TRAILERS: &str = "trailers";
 
 impl RetrySignal for GrpcSignal {
     fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
@@ -218,7 +253,129 @@ impl RetrySignal for GrpcSignal {
                 Signal::new(http_status, RetryAfter::Missing).forbid_retry()
             }
         };
+        if headers
+            .get(GRPC_STATUS_FROM)
+            .is_some_and(|v| v == GRPC_STATUS_FROM_TRAILERS)
+        {
+            from.push_str(", in trailers after initial metadata");
+        }
         signal.translated_from(from)
+    }
+}
+
+/// Reads rate-limit reset headers on top of another signal (opt-in):
+/// the IETF draft fields and operator-named headers, raw, for the core to
+/// turn into a wait (see [`ResetHeaders`] for the rule: used when
+/// `Retry-After` is missing or invalid, the longer wait when both are
+/// present, malformed values ignored and recorded, an optional maximum
+/// interval). Set it with
+/// [`RetryBudgetLayer::signal`](crate::RetryBudgetLayer::signal); it wraps
+/// [`HttpSignal`] by default, or [`GrpcSignal`].
+///
+/// Only an error status (4xx, 5xx) is looked at, and the core reads the
+/// values only for a status its policy retries.
+///
+/// ```
+/// use std::time::Duration;
+/// use http::{HeaderMap, StatusCode};
+/// use retry_budget::ResetFormat;
+/// use tower_retry_budget::{GrpcSignal, ResetSignal, RetrySignal};
+///
+/// let signal = ResetSignal::new()
+///     .ratelimit_fields()
+///     .header(http::HeaderName::from_static("x-ratelimit-reset"), ResetFormat::Unix)
+///     .max_interval(Duration::from_secs(300));
+/// let mut headers = HeaderMap::new();
+/// headers.insert("ratelimit", r#""p";r=0;t=3"#.parse().unwrap());
+/// let read = signal.read(StatusCode::TOO_MANY_REQUESTS, &headers);
+/// assert!(!read.reset_headers().unwrap().is_empty());
+///
+/// // Composed with the gRPC reading.
+/// let _grpc = ResetSignal::wrapping(GrpcSignal).ratelimit_fields();
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResetSignal<S = HttpSignal> {
+    inner: S,
+    ratelimit_fields: bool,
+    headers: Vec<(HeaderName, ResetFormat)>,
+    max_interval: Option<Duration>,
+}
+
+/// The IETF draft's `RateLimit` field.
+pub const RATELIMIT: &str = "ratelimit";
+/// The IETF draft's `RateLimit-Reset` field (delta seconds).
+pub const RATELIMIT_RESET: &str = "ratelimit-reset";
+
+impl ResetSignal {
+    /// Reads nothing more than [`HttpSignal`] until told which headers.
+    pub fn new() -> Self {
+        Self::wrapping(HttpSignal)
+    }
+}
+
+impl<S> ResetSignal<S> {
+    /// Reads reset headers on top of `inner` (e.g. [`GrpcSignal`]).
+    pub fn wrapping(inner: S) -> Self {
+        Self {
+            inner,
+            ratelimit_fields: false,
+            headers: Vec::new(),
+            max_interval: None,
+        }
+    }
+
+    /// Reads the IETF draft fields: `RateLimit` (`t=` or `reset=`) and
+    /// `RateLimit-Reset` (delta seconds).
+    #[must_use]
+    pub fn ratelimit_fields(mut self) -> Self {
+        self.ratelimit_fields = true;
+        self
+    }
+
+    /// Reads `name` as `format` (`X-RateLimit-Reset` as
+    /// [`ResetFormat::Unix`], say). Repeatable.
+    #[must_use]
+    pub fn header(mut self, name: HeaderName, format: ResetFormat) -> Self {
+        self.headers.push((name, format));
+        self
+    }
+
+    /// Ignores (and records) a reset wait longer than `max`.
+    #[must_use]
+    pub fn max_interval(mut self, max: Duration) -> Self {
+        self.max_interval = Some(max);
+        self
+    }
+
+    /// Whether any reset header is read.
+    pub fn reads_any(&self) -> bool {
+        self.ratelimit_fields || !self.headers.is_empty()
+    }
+}
+
+impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
+    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+        let signal = self.inner.read(status, headers);
+        if signal.status() < 400 || !self.reads_any() {
+            return signal;
+        }
+        let mut found = ResetHeaders::new(self.max_interval);
+        let mut take = |name: &str, format: ResetFormat| {
+            for value in headers.get_all(name) {
+                found.push(name, format, value.as_bytes());
+            }
+        };
+        if self.ratelimit_fields {
+            take(RATELIMIT, ResetFormat::RateLimit);
+            take(RATELIMIT_RESET, ResetFormat::Seconds);
+        }
+        for (name, format) in &self.headers {
+            take(name.as_str(), *format);
+        }
+        if found.is_empty() {
+            return signal;
+        }
+        signal.with_reset_headers(found)
     }
 }
 

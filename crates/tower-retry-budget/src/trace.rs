@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use retry_budget::{Action, Decision, Event, EventKind, RetryAfterSeen, WaitBasis};
+use retry_budget::{Action, Decision, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+
+use crate::observer::Watch;
 
 /// Formats a `Retry-After` as seen, only when the event is recorded.
 struct Seen<'a>(&'a RetryAfterSeen);
@@ -18,6 +20,7 @@ impl std::fmt::Display for Seen<'_> {
             RetryAfterSeen::Seconds { value } => write!(f, "{} s", value.as_secs()),
             RetryAfterSeen::Date { date } => f.write_str(&httpdate::fmt_http_date(*date)),
             RetryAfterSeen::Invalid { raw } => write!(f, "invalid {raw}"),
+            RetryAfterSeen::Unmeasured { raw } => write!(f, "unmeasured date {raw:?}"),
         }
     }
 }
@@ -26,16 +29,22 @@ fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
 }
 
-/// Feeds one input to `action` at elapsed `now` and traces the events it
-/// added: the only way the adapter talks to the core.
+/// Feeds one input to `action` at elapsed `now`, traces the events it
+/// added and hands them to the observer, if any: the only way the adapter
+/// talks to the core.
 pub(crate) fn step(
     action: &mut Action,
     now: Duration,
+    watch: Option<&Watch>,
     input: impl FnOnce(&mut Action, Duration) -> Decision,
 ) -> Decision {
     let seen = action.events().len();
     let decision = input(action, now);
-    emit(&action.events()[seen..]);
+    let added = &action.events()[seen..];
+    emit(added);
+    if let Some(watch) = watch {
+        watch.events(added);
+    }
     decision
 }
 
@@ -77,6 +86,12 @@ pub(crate) fn emit(events: &[Event]) {
                     WaitBasis::Fallback { .. } => ("fallback", None),
                     WaitBasis::FallbackJittered { .. } => ("fallback_jittered", None),
                     WaitBasis::HoldOff => ("hold_off", None),
+                    WaitBasis::ResetHeader { requested } => {
+                        ("reset_header", Some(secs(*requested)))
+                    }
+                    WaitBasis::ServerSpread { requested, .. } => {
+                        ("server_spread", Some(secs(*requested)))
+                    }
                     _ => ("other", None),
                 };
                 tracing::debug!(
@@ -143,6 +158,44 @@ pub(crate) fn emit(events: &[Event]) {
                 from = from.as_str(),
                 "response translated"
             ),
+            EventKind::RetryAfterRepeated {
+                attempt,
+                values,
+                raw,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "Retry-After repeated ({values} values: {raw}): the longest valid wait counts"
+            ),
+            EventKind::LenientDate {
+                attempt,
+                raw,
+                tolerated,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "Retry-After date read leniently ({tolerated}): {raw}"
+            ),
+            EventKind::ResetHeader {
+                attempt,
+                header,
+                raw,
+                reading,
+                ..
+            } => {
+                let reading = match reading {
+                    ResetRead::Wait { wait, used: true } => format!("wait {} s, used", secs(*wait)),
+                    ResetRead::Wait { wait, used: false } => {
+                        format!("wait {} s, not used", secs(*wait))
+                    }
+                    ResetRead::Ignored { why } => format!("ignored: {why}"),
+                };
+                tracing::debug!(
+                    target: "retry_budget",
+                    at_s, remaining_budget_s, attempt,
+                    "reset header {header}: {raw} ({reading})"
+                );
+            }
             _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
         }
     }

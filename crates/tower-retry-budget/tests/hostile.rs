@@ -2,7 +2,7 @@
 //! The rule for each is documented in `retry_budget::RetryAfter`: anything
 //! that is not exactly `1*DIGIT` or an HTTP-date is invalid (the local
 //! fallback applies, and the raw value, shortened, is kept in the trail);
-//! several fields make the response ambiguous, hence invalid.
+//! of several fields, the longest valid wait counts.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -90,7 +90,9 @@ async fn a_10_kb_run_of_digits_is_a_saturated_wait_not_a_panic() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn several_fields_are_ambiguous_and_use_the_fallback() {
+async fn several_fields_count_by_the_longest_wait() {
+    // Issue 13: `1` and `30` must not shorten the wait to the 2 s fallback;
+    // 30 s does not fit the 20 s budget, so the action stops at once.
     let values = vec![
         HeaderValue::from_static("1"),
         HeaderValue::from_static("30"),
@@ -98,9 +100,15 @@ async fn several_fields_are_ambiguous_and_use_the_fallback() {
     let (report, took, calls) = run(values).await;
     assert_eq!(
         (report.outcome, took, calls),
-        (Outcome::Success, Duration::from_secs(2), 2)
+        (Outcome::BudgetExhausted, Duration::ZERO, 1)
     );
-    assert!(matches!(seen(&report), RetryAfterSeen::Invalid { raw } if raw.contains("1, 30")));
+    assert_eq!(
+        seen(&report),
+        RetryAfterSeen::Seconds {
+            value: Duration::from_secs(30)
+        }
+    );
+    assert_eq!(report.server_requested_wait, Some(Duration::from_secs(30)));
 }
 
 #[tokio::test(start_paused = true)]

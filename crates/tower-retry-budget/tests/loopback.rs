@@ -95,10 +95,9 @@ async fn hyper_util_client_retries_a_429_once_then_gets_200() {
         "{:?}",
         report.starts
     );
-    assert!(
-        elapsed >= Duration::from_secs(1) && elapsed < Duration::from_secs(3),
-        "{elapsed:?}"
-    );
+    // Never sooner than the server asked. No upper bound on wall time: a
+    // loaded machine may wake late (exact instants: tests/layer.rs).
+    assert!(elapsed >= Duration::from_secs(1), "{elapsed:?}");
     assert_eq!(count.load(Ordering::SeqCst), 2);
     let body = response.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(&body[..], b"palettes");
@@ -111,14 +110,15 @@ async fn hyper_util_client_stops_at_once_when_the_wait_cannot_fit() {
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(small_policy()))
         .service(client);
-    let started = Instant::now();
     let request = Request::get(format!("http://{addr}/"))
         .body(Empty::new())
         .unwrap();
     let response = client.oneshot(request).await.unwrap();
-    assert!(started.elapsed() < Duration::from_millis(900));
     assert_eq!(response.status(), 429);
     let report = response.extensions().get::<Report>().unwrap();
     assert_eq!(report.outcome, Outcome::BudgetExhausted);
+    // Stopped at the 429 itself: no wait was spent.
+    assert!(report.waits.is_empty(), "{report:?}");
+    assert_eq!(report.elapsed, report.request_time);
     assert_eq!(count.load(Ordering::SeqCst), 1);
 }

@@ -446,3 +446,223 @@ async fn futures_join_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Outp
     .await;
     outputs.into_iter().map(Option::unwrap).collect()
 }
+
+// ---- bounded sharing ----
+
+/// A response body that sends `first` at once, then nothing until `stall`
+/// has passed, then `rest`; it records when it was dropped.
+struct SlowBody {
+    first: Option<Bytes>,
+    stall: Pin<Box<tokio::time::Sleep>>,
+    rest: Option<Bytes>,
+    dropped: Arc<Mutex<Option<Instant>>>,
+}
+
+impl http_body::Body for SlowBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(first))));
+        }
+        std::task::ready!(self.stall.as_mut().poll(cx));
+        Poll::Ready(
+            self.rest
+                .take()
+                .map(|rest| Ok(http_body::Frame::data(rest))),
+        )
+    }
+}
+
+impl Drop for SlowBody {
+    fn drop(&mut self) {
+        *self.dropped.lock().unwrap() = Some(Instant::now());
+    }
+}
+
+type SlowUpstream = tower::util::BoxCloneSyncService<Request<()>, Response<SlowBody>, Infallible>;
+
+/// An upstream whose head comes after 1 s and whose body then stalls for
+/// `stall`; it counts its calls.
+fn slow_body_upstream(
+    stall: Duration,
+    calls: &Arc<AtomicUsize>,
+    dropped: &Arc<Mutex<Option<Instant>>>,
+) -> SlowUpstream {
+    let (calls, dropped) = (calls.clone(), dropped.clone());
+    tower::util::BoxCloneSyncService::new(tower::service_fn(move |_req: Request<()>| {
+        calls.fetch_add(1, Ordering::SeqCst);
+        let dropped = dropped.clone();
+        async move {
+            tokio::time::sleep(s(1)).await;
+            Ok::<_, Infallible>(Response::new(SlowBody {
+                first: Some(Bytes::from_static(b"par")),
+                stall: Box::pin(tokio::time::sleep(stall)),
+                rest: Some(Bytes::from_static(b"tial")),
+                dropped,
+            }))
+        }
+    }))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_shared_body_ends_every_caller_at_the_leaders_deadline() {
+    // The leader's attempt starts at 0 with a 4 s cap: its reservation ends
+    // at 4 s, inside its 20 s budget. The head comes at 1 s, the body
+    // stalls for 100 s. A joiner comes at 2 s, mid-body.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(Mutex::new(None));
+    let client = ServiceBuilder::new()
+        .layer(SingleFlightLayer::new())
+        .layer(RetryBudgetLayer::new(Policy::default()))
+        .service(slow_body_upstream(s(100), &calls, &dropped));
+    let start = Instant::now();
+    let leader = tokio::spawn(client.clone().oneshot(get("http://up.test/slow")));
+    tokio::time::sleep(s(2)).await;
+    assert_eq!(client.in_flight(), 1, "the body is still being read");
+    let joiner = tokio::spawn(client.clone().oneshot(get("http://up.test/slow")));
+    for caller in [leader, joiner] {
+        let error = caller.await.unwrap().unwrap_err();
+        assert!(error.is_body_timeout(), "{error:?}");
+        assert!(matches!(error, Error::BodyTimeout { status } if status == StatusCode::OK));
+    }
+    assert_eq!(
+        start.elapsed(),
+        s(4),
+        "at the end of the leader's reservation"
+    );
+    assert_eq!(
+        *dropped.lock().unwrap(),
+        Some(start + s(4)),
+        "the upstream body was dropped then, not read on"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(client.in_flight(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_budget_inside_the_body_timeout_bounds_the_read() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let dropped = Arc::new(Mutex::new(None));
+    // A body that takes 2 s fits in a 3 s body timeout...
+    let client = SingleFlightLayer::new()
+        .body_timeout(s(3))
+        .layer(slow_body_upstream(s(2), &calls, &dropped));
+    let response = client
+        .clone()
+        .oneshot(get("http://up.test/a"))
+        .await
+        .unwrap();
+    assert_eq!(text(response).await, "partial");
+    // ...one that takes 5 s does not: every caller gets the error 3 s after
+    // the head (at 1 s).
+    let client = SingleFlightLayer::new()
+        .body_timeout(s(3))
+        .layer(slow_body_upstream(s(5), &calls, &dropped));
+    let start = Instant::now();
+    let (a, b) = tokio::join!(
+        client.clone().oneshot(get("http://up.test/a")),
+        client.clone().oneshot(get("http://up.test/a")),
+    );
+    assert!(a.unwrap_err().is_body_timeout() && b.unwrap_err().is_body_timeout());
+    assert_eq!(start.elapsed(), s(4));
+    // Any timeout is accepted: past the clock's range is no bound at all.
+    let client = SingleFlightLayer::new()
+        .body_timeout(Duration::MAX)
+        .layer(slow_body_upstream(s(5), &calls, &dropped));
+    let response = client.oneshot(get("http://up.test/a")).await.unwrap();
+    assert_eq!(text(response).await, "partial");
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn beyond_the_key_cap_a_new_key_runs_alone_not_shared() {
+    let upstream = Upstream::new(s(2), 200, "ok");
+    let client = SingleFlightLayer::new().max_keys(2).layer(upstream.clone());
+    let mut a = task::spawn(client.clone().oneshot(get("http://up.test/a")));
+    let mut b = task::spawn(client.clone().oneshot(get("http://up.test/b")));
+    assert_pending!(a.poll());
+    assert_pending!(b.poll());
+    assert_eq!(client.in_flight(), 2);
+    // Two more /c while the map is full: each runs alone, streamed.
+    let mut c1 = task::spawn(client.clone().oneshot(get("http://up.test/c")));
+    let mut c2 = task::spawn(client.clone().oneshot(get("http://up.test/c")));
+    // A key already in flight is still joined.
+    let mut a2 = task::spawn(client.clone().oneshot(get("http://up.test/a")));
+    for t in [&mut c1, &mut c2, &mut a2] {
+        assert_pending!(t.poll());
+    }
+    assert_eq!(client.in_flight(), 2, "the cap holds");
+    tokio::time::advance(s(2)).await;
+    for t in [&mut c1, &mut c2] {
+        let response = assert_ready!(t.poll()).unwrap();
+        assert!(!response.body().is_shared(), "not shared: streamed");
+        assert!(response.extensions().get::<Shared>().is_none());
+        assert_eq!(text(response).await, "ok");
+    }
+    let a = assert_ready!(a.poll()).unwrap();
+    assert_eq!(a.extensions().get::<Shared>().unwrap().callers, 2);
+    assert_ready!(a2.poll()).unwrap();
+    assert_ready!(b.poll()).unwrap();
+    let uris = upstream.uris.lock().unwrap().clone();
+    let count = |path: &str| uris.iter().filter(|u| u.ends_with(path)).count();
+    assert_eq!((count("/a"), count("/b"), count("/c")), (1, 1, 2));
+    assert_eq!(client.in_flight(), 0);
+    // With room again, /c is shared.
+    let (c1, c2) = tokio::join!(
+        client.clone().oneshot(get("http://up.test/c")),
+        client.clone().oneshot(get("http://up.test/c")),
+    );
+    assert!(c1.unwrap().body().is_shared() && c2.unwrap().body().is_shared());
+    assert_eq!(upstream.calls(), 5);
+    // A cap of 0 shares nothing.
+    let never = SingleFlightLayer::new().max_keys(0).layer(upstream.clone());
+    let (x, y) = tokio::join!(
+        never.clone().oneshot(get("http://up.test/x")),
+        never.clone().oneshot(get("http://up.test/x")),
+    );
+    assert!(!x.unwrap().body().is_shared() && !y.unwrap().body().is_shared());
+    assert_eq!(upstream.calls(), 7);
+}
+
+#[test]
+fn a_joiner_is_never_blocked_while_the_flight_is_being_polled() {
+    // The upstream's future blocks inside its poll (on another thread)
+    // until the test lets it go. A joiner polled meanwhile must return
+    // Pending at once, not wait for a lock held across that poll.
+    use std::sync::mpsc;
+    let (entered_tx, entered_rx) = mpsc::channel::<()>();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let release_rx = Arc::new(Mutex::new(release_rx));
+    let upstream = tower::service_fn(move |_req: Request<()>| {
+        let entered_tx = entered_tx.clone();
+        let release_rx = release_rx.clone();
+        std::future::poll_fn(move |_cx| {
+            let _ = entered_tx.send(());
+            // Bounded only so that a regression fails instead of hanging.
+            let _ = release_rx.lock().unwrap().recv_timeout(s(10));
+            Poll::Ready(Ok::<_, Infallible>(Response::new(Full::new(
+                Bytes::from_static(b"ok"),
+            ))))
+        })
+    });
+    let client = SingleFlightLayer::new().layer(upstream);
+    let mut leader = task::spawn(client.clone().oneshot(get("http://up.test/a")));
+    let polling = std::thread::spawn(move || {
+        let response = assert_ready!(leader.poll()).unwrap();
+        response.extensions().get::<Shared>().unwrap().callers
+    });
+    entered_rx.recv().unwrap();
+    // The leader is inside the upstream's poll now.
+    let mut joiner = task::spawn(client.clone().oneshot(get("http://up.test/a")));
+    assert_pending!(joiner.poll(), "no lock held across the shared poll");
+    release_tx.send(()).unwrap();
+    assert_eq!(polling.join().unwrap(), 2, "the joiner was counted");
+    assert!(joiner.is_woken());
+    let response = assert_ready!(joiner.poll()).unwrap();
+    assert_eq!(response.extensions().get::<Shared>().unwrap().callers, 2);
+}

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
-use retry_budget::{EventKind, Outcome, Policy, Report};
+use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
 use tonic::body::Body;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::MetadataMap;
@@ -287,8 +287,10 @@ async fn resource_exhausted_with_pushback_1000_ms_is_retried_once_after_at_least
     eprintln!(
         "RESOURCE_EXHAUSTED (pushback 1000 ms) -> retried after {gap:?}, call took {elapsed:?}"
     );
+    // Never sooner than the server asked (no upper bound on wall time: a
+    // loaded machine may wake late; the exact instants are paused-time
+    // tests' business).
     assert!(gap >= Duration::from_millis(1000), "retried after {gap:?}");
-    assert!(gap < Duration::from_millis(2500), "retried after {gap:?}");
     assert!(elapsed >= Duration::from_millis(1000), "{elapsed:?}");
 
     // The report is in the tonic response's extensions on an OK call...
@@ -300,10 +302,14 @@ async fn resource_exhausted_with_pushback_1000_ms_is_retried_once_after_at_least
     assert_eq!(report.outcome, Outcome::Success);
     assert_eq!(report.attempts_started, 2);
     assert_eq!(report.last_status, Some(200));
-    assert_eq!(
-        report.server_requested_wait,
-        Some(Duration::from_millis(1000))
-    );
+    // The pushback was the server's delay; the last response (OK) asked
+    // for none, so the report's server_requested_wait is None (issue 13).
+    assert!(report.events.iter().any(|e| matches!(
+        e.kind,
+        EventKind::WaitPlanned { basis: WaitBasis::Server { requested }, .. }
+            if requested == Duration::from_millis(1000)
+    )));
+    assert_eq!(report.server_requested_wait, None);
     // ...and in the slot, the same.
     assert_eq!(slot.as_ref(), Some(&report));
     // The trail says where the 429 and its delay came from.

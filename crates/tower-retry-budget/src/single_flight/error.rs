@@ -28,6 +28,15 @@ pub enum Error<E> {
     },
     /// Reading the response body failed.
     Body(Arc<BoxError>),
+    /// The shared response body was not complete by the leader's deadline
+    /// (the end of its attempt's reservation, or the layer's
+    /// [`body_timeout`](super::SingleFlightLayer::body_timeout)): every
+    /// caller of the flight gets this, at that instant, never a partial
+    /// body.
+    BodyTimeout {
+        /// The status of the response whose body was too slow.
+        status: StatusCode,
+    },
 }
 
 impl<E> Error<E> {
@@ -43,6 +52,11 @@ impl<E> Error<E> {
     pub fn is_body_too_large(&self) -> bool {
         matches!(self, Self::BodyTooLarge { .. })
     }
+
+    /// Whether the response body was not complete by the leader's deadline.
+    pub fn is_body_timeout(&self) -> bool {
+        matches!(self, Self::BodyTimeout { .. })
+    }
 }
 
 impl<E> Clone for Error<E> {
@@ -54,6 +68,7 @@ impl<E> Clone for Error<E> {
                 status: *status,
             },
             Self::Body(e) => Self::Body(e.clone()),
+            Self::BodyTimeout { status } => Self::BodyTimeout { status: *status },
         }
     }
 }
@@ -68,6 +83,10 @@ impl<E: fmt::Debug> fmt::Debug for Error<E> {
                 .field("status", status)
                 .finish(),
             Self::Body(e) => f.debug_tuple("Body").field(e).finish(),
+            Self::BodyTimeout { status } => f
+                .debug_struct("BodyTimeout")
+                .field("status", status)
+                .finish(),
         }
     }
 }
@@ -82,6 +101,10 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                  {limit} bytes; it was not shared (never truncated)"
             ),
             Self::Body(e) => write!(f, "reading the shared response body failed: {e}"),
+            Self::BodyTimeout { status } => write!(
+                f,
+                "the shared response ({status}) did not finish its body by the leader's deadline"
+            ),
         }
     }
 }
@@ -93,7 +116,7 @@ where
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Self::Service(e) => Some(&**e),
-            Self::BodyTooLarge { .. } => None,
+            Self::BodyTooLarge { .. } | Self::BodyTimeout { .. } => None,
             Self::Body(e) => Some(&***e),
         }
     }

@@ -1,17 +1,33 @@
 //! The response future of [`SingleFlight`](super::SingleFlight), and the
 //! shared action behind it: the inner call, then its body read into a
 //! buffer, so that every caller can get a copy.
+//!
+//! # The body's deadline
+//!
+//! The shared body is read under the leader's deadline: the end of the
+//! reservation of the attempt that produced the response (its start plus
+//! the per-attempt cap, read from the [`Report`] that
+//! [`RetryBudget`](crate::RetryBudget) puts in the response), which the
+//! core always keeps inside the action's total budget; and, if set, under
+//! [`body_timeout`](super::SingleFlightLayer::body_timeout) from the
+//! moment the head arrived. Whichever ends first ends the read: every
+//! caller of the flight then gets [`Error::BodyTimeout`] (never a partial
+//! body), at that instant. A joiner started after the leader, so the
+//! leader's deadline is never later than the joiner's own would be; a slow
+//! body cannot hold anyone past the leader's budget.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, Request, Response, StatusCode, Version};
 use http_body::Body as HttpBody;
 use pin_project_lite::pin_project;
 use retry_budget::Report;
+use tokio::time::{Instant, Sleep};
 use tower::util::Oneshot;
 use tower::{BoxError, Service};
 
@@ -64,31 +80,53 @@ impl SharedResponse {
 
 pin_project! {
     /// The shared action: the inner call, then its body read up to the
-    /// limit.
+    /// limit, before the deadline.
     pub(crate) struct Collect<F, B> {
         #[pin]
         call: Option<F>,
         #[pin]
         body: Option<B>,
+        #[pin]
+        deadline: Option<Sleep>,
         head: Option<http::response::Parts>,
         chunks: Vec<Bytes>,
         len: usize,
         limit: usize,
+        body_timeout: Option<Duration>,
         trailers: Option<HeaderMap>,
     }
 }
 
 impl<F, B> Collect<F, B> {
-    pub(crate) fn new(call: F, limit: usize) -> Self {
+    pub(crate) fn new(call: F, limit: usize, body_timeout: Option<Duration>) -> Self {
         Self {
             call: Some(call),
             body: None,
+            deadline: None,
             head: None,
             chunks: Vec::new(),
             len: 0,
             limit,
+            body_timeout,
             trailers: None,
         }
+    }
+}
+
+/// How long the body may take after the head arrived: what is left of the
+/// leader's attempt reservation (if a report says), and the layer's own
+/// body timeout (if set), whichever is shorter. `None`: no deadline.
+fn body_allowance(
+    head: &http::response::Parts,
+    body_timeout: Option<Duration>,
+) -> Option<Duration> {
+    let reservation = head.extensions.get::<Report>().and_then(|report| {
+        let end = report.starts.last()?.checked_add(report.attempt_cap)?;
+        Some(end.saturating_sub(report.elapsed))
+    });
+    match (reservation, body_timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -116,12 +154,33 @@ where
                     status: head.status,
                 }));
             }
+            // Past the runtime clock's range: no deadline ("never").
+            let deadline = body_allowance(&head, *this.body_timeout)
+                .and_then(|allowance| crate::clock::after(Instant::now(), allowance));
+            if let Some(deadline) = deadline {
+                this.deadline.set(Some(tokio::time::sleep_until(deadline)));
+            }
             *this.head = Some(head);
             this.body.set(Some(body));
         }
         let status = this.head.as_ref().map_or(StatusCode::OK, |h| h.status);
         while let Some(body) = this.body.as_mut().as_pin_mut() {
-            match ready!(body.poll_frame(cx)) {
+            let frame = match body.poll_frame(cx) {
+                Poll::Ready(frame) => frame,
+                Poll::Pending => {
+                    let expired = this
+                        .deadline
+                        .as_mut()
+                        .as_pin_mut()
+                        .is_some_and(|deadline| deadline.poll(cx).is_ready());
+                    if expired {
+                        this.body.set(None);
+                        return Poll::Ready(Err(Error::BodyTimeout { status }));
+                    }
+                    return Poll::Pending;
+                }
+            };
+            match frame {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(mut data) => {
                         let n = data.remaining();
@@ -180,14 +239,13 @@ where
 /// The shared action of a request to `S`.
 pub(crate) type SharedAction<S, ReqB, ResB> = Collect<Oneshot<S, Request<ReqB>>, ResB>;
 
-/// What every caller of a shared action gets.
-pub(crate) type SharedOutput<E> = Result<SharedResponse, Error<E>>;
-
 pin_project! {
     /// The response future of [`SingleFlight`](super::SingleFlight).
     pub struct ResponseFuture<S, ReqB, ResB>
     where
-        S: Service<Request<ReqB>>,
+        S: Service<Request<ReqB>, Response = Response<ResB>>,
+        ResB: HttpBody,
+        ResB::Error: Into<BoxError>,
     {
         #[pin]
         kind: Kind<S, ReqB, ResB>,
@@ -198,7 +256,9 @@ pin_project! {
     #[project = KindProj]
     enum Kind<S, ReqB, ResB>
     where
-        S: Service<Request<ReqB>>,
+        S: Service<Request<ReqB>, Response = Response<ResB>>,
+        ResB: HttpBody,
+        ResB::Error: Into<BoxError>,
     {
         /// Not coalesced: the inner call, untouched but for the body type.
         Passthrough {
@@ -207,14 +267,16 @@ pin_project! {
         },
         /// One of the callers of a shared action.
         Flight {
-            waiter: Waiter<SharedAction<S, ReqB, ResB>, SharedOutput<S::Error>>,
+            waiter: Waiter<SharedAction<S, ReqB, ResB>>,
         },
     }
 }
 
 impl<S, ReqB, ResB> ResponseFuture<S, ReqB, ResB>
 where
-    S: Service<Request<ReqB>>,
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: HttpBody,
+    ResB::Error: Into<BoxError>,
 {
     pub(crate) fn passthrough(call: Oneshot<S, Request<ReqB>>) -> Self {
         Self {
@@ -222,9 +284,7 @@ where
         }
     }
 
-    pub(crate) fn flight(
-        waiter: Waiter<SharedAction<S, ReqB, ResB>, SharedOutput<S::Error>>,
-    ) -> Self {
+    pub(crate) fn flight(waiter: Waiter<SharedAction<S, ReqB, ResB>>) -> Self {
         Self {
             kind: Kind::Flight { waiter },
         }
@@ -255,7 +315,9 @@ where
 
 impl<S, ReqB, ResB> std::fmt::Debug for ResponseFuture<S, ReqB, ResB>
 where
-    S: Service<Request<ReqB>>,
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    ResB: HttpBody,
+    ResB::Error: Into<BoxError>,
 {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("single_flight::ResponseFuture")

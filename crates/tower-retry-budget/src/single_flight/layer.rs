@@ -1,4 +1,6 @@
-//! The [`SingleFlightLayer`].
+//! The [`SingleFlightLayer`] and its configuration.
+
+use std::time::Duration;
 
 use tower::Layer;
 
@@ -8,10 +10,19 @@ use super::service::{MethodAndUri, SingleFlight};
 /// 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
 
+/// The default cap on keys in flight at once: 10 000.
+///
+/// Each key in flight costs one map entry and one shared future; a request
+/// whose key is new while this many are in flight runs on its own (it is
+/// not shared, nothing else changes for it), so the map stays bounded
+/// whatever the traffic.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
 /// Wraps a service in [`SingleFlight`]: identical in-flight safe requests
 /// share one upstream action. See the [module docs](super).
 ///
 /// ```
+/// use std::time::Duration;
 /// use tower::ServiceBuilder;
 /// use tower_retry_budget::single_flight::SingleFlightLayer;
 ///
@@ -19,23 +30,51 @@ pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
 /// # });
 /// let client = ServiceBuilder::new()
-///     .layer(SingleFlightLayer::new().body_limit(64 * 1024))
+///     .layer(
+///         SingleFlightLayer::new()
+///             .body_limit(64 * 1024)
+///             .max_keys(1_000)
+///             .body_timeout(Duration::from_secs(2)),
+///     )
 ///     .service(client);
 /// # let _ = client;
 /// ```
 #[derive(Debug, Clone)]
 pub struct SingleFlightLayer<K = MethodAndUri> {
     key: K,
-    body_limit: usize,
+    config: Config,
+}
+
+/// How a [`SingleFlight`] shares (apart from its key).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) body_limit: usize,
+    pub(crate) max_keys: usize,
+    pub(crate) body_timeout: Option<Duration>,
+}
+
+impl Config {
+    const DEFAULT: Self = Self {
+        body_limit: DEFAULT_BODY_LIMIT,
+        max_keys: DEFAULT_MAX_KEYS,
+        body_timeout: None,
+    };
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
 }
 
 impl SingleFlightLayer {
     /// Coalesces requests with the same method and URI, buffering shared
-    /// bodies up to [`DEFAULT_BODY_LIMIT`].
+    /// bodies up to [`DEFAULT_BODY_LIMIT`], at most [`DEFAULT_MAX_KEYS`]
+    /// keys in flight.
     pub const fn new() -> Self {
         Self {
             key: MethodAndUri,
-            body_limit: DEFAULT_BODY_LIMIT,
+            config: Config::DEFAULT,
         }
     }
 }
@@ -54,7 +93,7 @@ impl<K> SingleFlightLayer<K> {
     pub fn key<K2>(self, key: K2) -> SingleFlightLayer<K2> {
         SingleFlightLayer {
             key,
-            body_limit: self.body_limit,
+            config: self.config,
         }
     }
 
@@ -63,7 +102,29 @@ impl<K> SingleFlightLayer<K> {
     /// [`Error::BodyTooLarge`](super::Error::BodyTooLarge), never a
     /// truncated body.
     pub const fn body_limit(mut self, bytes: usize) -> Self {
-        self.body_limit = bytes;
+        self.config.body_limit = bytes;
+        self
+    }
+
+    /// The most keys in flight at once (default [`DEFAULT_MAX_KEYS`]).
+    /// Beyond it, a request with a new key runs on its own, not shared: it
+    /// goes upstream and gets its response streamed, exactly as without
+    /// this layer. Requests joining a key already in flight still join.
+    /// `0` shares nothing.
+    pub const fn max_keys(mut self, keys: usize) -> Self {
+        self.config.max_keys = keys;
+        self
+    }
+
+    /// The longest a shared body may take once the head has arrived, on
+    /// top of the leader's own deadline (the end of its attempt's
+    /// reservation, which [`RetryBudget`](crate::RetryBudget) reports and
+    /// which always applies). Without a `RetryBudget` inside, this is the
+    /// only bound on the body read. Any duration is accepted; one past the
+    /// clock's range means no bound. When it ends first, every caller gets
+    /// [`Error::BodyTimeout`](super::Error::BodyTimeout).
+    pub const fn body_timeout(mut self, timeout: Duration) -> Self {
+        self.config.body_timeout = Some(timeout);
         self
     }
 }
@@ -72,6 +133,6 @@ impl<S, K: super::FlightKey + Clone> Layer<S> for SingleFlightLayer<K> {
     type Service = SingleFlight<S, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        SingleFlight::new(inner, self.key.clone(), self.body_limit)
+        SingleFlight::with_config(inner, self.key.clone(), self.config)
     }
 }

@@ -23,9 +23,18 @@
 //!   one leaves, the shared action is dropped at once (with
 //!   [`RetryBudget`](crate::RetryBudget) inside, that is its caller leaving:
 //!   no retry follows). No task is spawned: the waiters drive the shared
-//!   action themselves.
+//!   action themselves (`futures`' `Shared`), and none is ever blocked by
+//!   another one's poll.
 //! * **Unsafe methods are never coalesced**, whatever the key says: two
 //!   POSTs are two actions.
+//! * **Bounded.** At most [`max_keys`](SingleFlightLayer::max_keys) keys are
+//!   in flight at once ([`DEFAULT_MAX_KEYS`]); beyond that a request with a
+//!   new key runs on its own, exactly as without this layer. The shared
+//!   body is read under the leader's deadline (the end of its attempt's
+//!   reservation, from its report, and
+//!   [`body_timeout`](SingleFlightLayer::body_timeout) if set): a body
+//!   still incomplete then ends every caller with [`Error::BodyTimeout`],
+//!   so a slow body holds no joiner past the leader's budget.
 //! * **The report says it was shared.** Put it *outside*
 //!   [`RetryBudgetLayer`](crate::RetryBudgetLayer): the callers then share
 //!   one whole action (its retries included), and the
@@ -89,5 +98,5 @@ mod service;
 pub use body::Body;
 pub use error::Error;
 pub use future::{ResponseFuture, Shared};
-pub use layer::{SingleFlightLayer, DEFAULT_BODY_LIMIT};
+pub use layer::{SingleFlightLayer, DEFAULT_BODY_LIMIT, DEFAULT_MAX_KEYS};
 pub use service::{FlightKey, MethodAndUri, SingleFlight};

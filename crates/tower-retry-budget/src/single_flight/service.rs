@@ -14,8 +14,9 @@ use tower::{BoxError, Service};
 
 use super::body::Body;
 use super::error::Error;
-use super::flight::Registry;
+use super::flight::{Joined, Registry};
 use super::future::{Collect, ResponseFuture};
+use super::layer::Config;
 
 /// What makes two requests "the same" for single flight.
 ///
@@ -86,25 +87,38 @@ where
 pub struct SingleFlight<S, K: FlightKey = MethodAndUri> {
     inner: S,
     key: K,
-    body_limit: usize,
+    config: Config,
     flights: Arc<Registry<K::Key>>,
 }
 
 impl<S, K: FlightKey> SingleFlight<S, K> {
     /// Wraps `inner`, coalescing by `key`, buffering shared bodies up to
-    /// `body_limit` bytes.
+    /// `body_limit` bytes, with the default cap on keys
+    /// ([`DEFAULT_MAX_KEYS`](super::DEFAULT_MAX_KEYS)) and no body timeout
+    /// of its own (the leader's deadline still applies). The
+    /// [`SingleFlightLayer`](super::SingleFlightLayer) sets them all.
     pub fn new(inner: S, key: K, body_limit: usize) -> Self {
+        Self::with_config(
+            inner,
+            key,
+            Config {
+                body_limit,
+                ..Config::default()
+            },
+        )
+    }
+
+    pub(crate) fn with_config(inner: S, key: K, config: Config) -> Self {
         Self {
             inner,
             key,
-            body_limit,
-            flights: Arc::new(Registry::new()),
+            flights: Arc::new(Registry::new(config.max_keys)),
+            config,
         }
     }
 
-    /// Keys with a shared action in progress (the state is bounded by the
-    /// callers waiting: an entry goes when its action ends or its last
-    /// caller leaves).
+    /// Keys with a shared action in progress: at most the cap on keys (an
+    /// entry goes when its action ends or its last caller leaves).
     pub fn in_flight(&self) -> usize {
         self.flights.len()
     }
@@ -130,7 +144,7 @@ impl<S: Clone, K: FlightKey + Clone> Clone for SingleFlight<S, K> {
         Self {
             inner: self.inner.clone(),
             key: self.key.clone(),
-            body_limit: self.body_limit,
+            config: self.config,
             flights: self.flights.clone(),
         }
     }
@@ -141,7 +155,9 @@ impl<S: fmt::Debug, K: FlightKey + fmt::Debug> fmt::Debug for SingleFlight<S, K>
         f.debug_struct("SingleFlight")
             .field("inner", &self.inner)
             .field("key", &self.key)
-            .field("body_limit", &self.body_limit)
+            .field("body_limit", &self.config.body_limit)
+            .field("max_keys", &self.config.max_keys)
+            .field("body_timeout", &self.config.body_timeout)
             .field("in_flight", &self.in_flight())
             .finish()
     }
@@ -185,10 +201,17 @@ where
         let Some(key) = key else {
             return ResponseFuture::passthrough(Oneshot::new(inner, request));
         };
-        let limit = self.body_limit;
-        let waiter = self.flights.join_or_start(key, move || {
-            Collect::new(Oneshot::new(inner, request), limit)
-        });
-        ResponseFuture::flight(waiter)
+        let Config {
+            body_limit,
+            body_timeout,
+            ..
+        } = self.config;
+        let call = Oneshot::new(inner, request);
+        match self.flights.join_or_start(key, call, |call| {
+            Collect::new(call, body_limit, body_timeout)
+        }) {
+            Joined::Flight(waiter) => ResponseFuture::flight(waiter),
+            Joined::Alone(call) => ResponseFuture::passthrough(call),
+        }
     }
 }

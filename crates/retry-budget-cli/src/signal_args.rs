@@ -1,0 +1,202 @@
+//! The flags for the signals a rate-limited server sends besides
+//! `Retry-After` (issue 13): reset headers and the spread. One clap `Args`
+//! struct, flattened into every command that sends requests through the
+//! layer (`get`, and the proxy), so that they all read the same flags the
+//! same way.
+//!
+//! The rule is the core's: these flags only say which headers to read
+//! ([`ResetSignal`]) and how wide the spread is
+//! ([`PolicyBuilder::spread`](retry_budget::PolicyBuilder::spread)).
+
+use std::time::Duration;
+
+use http::HeaderName;
+use retry_budget::{Policy, ResetFormat};
+use tower_retry_budget::{HttpSignal, ResetSignal, RetryBudgetLayer};
+
+/// `--ratelimit-fields`, `--reset-header NAME=seconds|unix`,
+/// `--reset-max-interval DURATION`, `--spread DURATION`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SignalArgs {
+    /// Read the IETF draft rate-limit fields when Retry-After is missing or
+    /// shorter: `RateLimit` (`t=` or `reset=`) and `RateLimit-Reset` (delta
+    /// seconds). Read on a retried status only; a reset header never
+    /// shortens a valid Retry-After.
+    #[arg(long)]
+    pub ratelimit_fields: bool,
+    /// Read another reset header, as delta `seconds` or a `unix` time (e.g.
+    /// `x-ratelimit-reset=unix`; a Unix time needs the trusted calendar
+    /// clock). Repeatable.
+    #[arg(long = "reset-header", value_name = "NAME=seconds|unix", value_parser = parse_reset_header)]
+    pub reset_headers: Vec<ResetHeaderArg>,
+    /// Ignore (and record) a reset header asking for longer than this.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub reset_max_interval: Option<Duration>,
+    /// Add a random extra wait of up to DURATION on top of a server's delay
+    /// (never shortening it): against servers that round their delay down,
+    /// and clients told the same delay coming back in the same instant.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub spread: Option<Duration>,
+}
+
+/// One `--reset-header NAME=FORMAT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetHeaderArg {
+    /// The header (lower-case).
+    pub name: HeaderName,
+    /// How its value is read.
+    pub format: ResetFormat,
+}
+
+impl SignalArgs {
+    /// The policy with the flags' spread (unchanged without `--spread`).
+    ///
+    /// # Errors
+    ///
+    /// The policy's own validation, worded for the flag.
+    pub fn apply_policy(&self, policy: Policy) -> Result<Policy, String> {
+        let Some(spread) = self.spread else {
+            return Ok(policy);
+        };
+        policy
+            .to_builder()
+            .spread(spread)
+            .build()
+            .map_err(|e| format!("--spread: {e}"))
+    }
+
+    /// The signal of the flags on top of the layer's own (reads nothing
+    /// more than it without a reset flag).
+    pub fn signal<G>(&self, inner: G) -> ResetSignal<G> {
+        let mut signal = ResetSignal::wrapping(inner);
+        if self.ratelimit_fields {
+            signal = signal.ratelimit_fields();
+        }
+        for header in &self.reset_headers {
+            signal = signal.header(header.name.clone(), header.format);
+        }
+        if let Some(max) = self.reset_max_interval {
+            signal = signal.max_interval(max);
+        }
+        signal
+    }
+
+    /// The layer reading the flags' reset headers on top of plain HTTP
+    /// (for gRPC: `layer.signal(args.signal(GrpcSignal))`).
+    pub fn apply(&self, layer: RetryBudgetLayer) -> RetryBudgetLayer {
+        layer.signal(self.signal(HttpSignal))
+    }
+}
+
+fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
+    let (name, format) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=seconds or NAME=unix, not {text:?}"))?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("{:?} is not a valid header name", name.trim()))?;
+    let format = match format.trim() {
+        "seconds" => ResetFormat::Seconds,
+        "unix" => ResetFormat::Unix,
+        other => {
+            return Err(format!(
+                "the format of {name} must be seconds or unix, not {other:?}"
+            ))
+        }
+    };
+    Ok(ResetHeaderArg { name, format })
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("expected a duration such as 1s or 500ms ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use http::{HeaderMap, StatusCode};
+    use tower_retry_budget::RetrySignal;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        signals: SignalArgs,
+    }
+
+    fn parse(list: &[&str]) -> Result<SignalArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("x").chain(list.iter().copied())).map(|c| c.signals)
+    }
+
+    #[test]
+    fn no_flag_changes_nothing() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.apply_policy(Policy::default()), Ok(Policy::default()));
+        assert!(!args.signal(HttpSignal).reads_any());
+    }
+
+    #[test]
+    fn every_flag() {
+        let args = parse(&[
+            "--ratelimit-fields",
+            "--reset-header",
+            "X-RateLimit-Reset=unix",
+            "--reset-header",
+            "retry-after-seconds=seconds",
+            "--reset-max-interval",
+            "5m",
+            "--spread",
+            "500ms",
+        ])
+        .unwrap();
+        assert!(args.ratelimit_fields);
+        assert_eq!(
+            args.reset_headers,
+            vec![
+                ResetHeaderArg {
+                    name: HeaderName::from_static("x-ratelimit-reset"),
+                    format: ResetFormat::Unix
+                },
+                ResetHeaderArg {
+                    name: HeaderName::from_static("retry-after-seconds"),
+                    format: ResetFormat::Seconds
+                },
+            ]
+        );
+        assert_eq!(args.reset_max_interval, Some(Duration::from_secs(300)));
+        let policy = args.apply_policy(Policy::default()).unwrap();
+        assert_eq!(policy.spread(), Duration::from_millis(500));
+
+        // The signal reads the named header on a 429.
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-reset", "1700000003".parse().unwrap());
+        let read = args
+            .signal(HttpSignal)
+            .read(StatusCode::TOO_MANY_REQUESTS, &headers);
+        let found = read.reset_headers().expect("read");
+        assert_eq!(found.max_interval(), Some(Duration::from_secs(300)));
+        assert!(!found.is_empty());
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        for (list, expected) in [
+            (
+                &["--reset-header", "x-reset"][..],
+                "expected NAME=seconds or NAME=unix",
+            ),
+            (
+                &["--reset-header", "x-reset=millis"][..],
+                "must be seconds or unix",
+            ),
+            (
+                &["--reset-header", "bad name=unix"][..],
+                "not a valid header name",
+            ),
+            (&["--spread", "soon"][..], "expected a duration"),
+        ] {
+            let err = parse(list).unwrap_err().to_string();
+            assert!(err.contains(expected), "{list:?}: {err}");
+        }
+    }
+}

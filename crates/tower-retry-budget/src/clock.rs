@@ -1,0 +1,176 @@
+//! **The one mapping between an action's elapsed time and tokio's clock.**
+//!
+//! The core counts time as a [`Duration`] since the action's start; tokio's
+//! timers want a [`tokio::time::Instant`]. Converting one into the other is
+//! where an input becomes a panic: `Instant + Duration` panics when the sum
+//! is past what the platform's clock can represent, and a budget, a cap or
+//! a server's `Retry-After` may be anything up to [`Duration::MAX`]. So every
+//! timer, deadline and hold-off in the adapter goes through this file, and
+//! nothing else adds a duration to an instant (the crate's clippy settings
+//! refuse `checked_add` on instants elsewhere, and the state-machine files
+//! deny all unchecked arithmetic).
+//!
+//! Both directions saturate: a time beyond the clock's range is "never" (no
+//! timer is armed for it: only the caller leaving ends such a wait), and an
+//! instant before the origin is elapsed zero.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Where an action's elapsed zero lies on tokio's clock, read lazily.
+///
+/// An action's elapsed zero is the first reading of the clock it needs: in
+/// [`call`](tower::Service::call) only when a hold-off must be compared with
+/// now, otherwise at the first poll of its response future (a tower future
+/// does nothing before it is polled). After that, each poll reads the clock
+/// at most once, when a step first needs the time, and every step of that
+/// poll happens at that reading. So a request that answers at its first poll
+/// reads the clock once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Clock {
+    origin: Option<Instant>,
+    /// This poll's reading, if taken.
+    reading: Option<Duration>,
+}
+
+/// How far [`far_future`] lies: tokio's own "far future" for a `Sleep` that
+/// should never fire (about 30 years).
+const FAR: Duration = Duration::from_secs(86_400 * 365 * 30);
+
+impl Clock {
+    /// A clock not read yet: steps before the first reading happen at
+    /// elapsed zero.
+    pub(crate) const fn unread() -> Self {
+        Self {
+            origin: None,
+            reading: Some(Duration::ZERO),
+        }
+    }
+
+    /// A clock whose elapsed zero is now.
+    pub(crate) fn start() -> Self {
+        Self {
+            origin: Some(Instant::now()),
+            reading: Some(Duration::ZERO),
+        }
+    }
+
+    /// A new poll (or the drop) begins: the next step reads the clock again.
+    pub(crate) fn new_poll(&mut self) {
+        self.reading = None;
+    }
+
+    /// Elapsed time now: this poll's reading, taken on first use.
+    pub(crate) fn now(&mut self) -> Duration {
+        if let Some(reading) = self.reading {
+            return reading;
+        }
+        let reading = match self.origin {
+            None => {
+                self.origin = Some(Instant::now());
+                Duration::ZERO
+            }
+            Some(origin) => Instant::now().saturating_duration_since(origin),
+        };
+        self.reading = Some(reading);
+        reading
+    }
+
+    /// Elapsed time now, read afresh.
+    pub(crate) fn elapsed(&mut self) -> Duration {
+        self.new_poll();
+        self.now()
+    }
+
+    fn origin(&mut self) -> Instant {
+        match self.origin {
+            Some(origin) => origin,
+            None => *self.origin.insert(Instant::now()),
+        }
+    }
+
+    /// Elapsed time at `at`; zero for an instant before the origin.
+    pub(crate) fn since(&mut self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.origin())
+    }
+
+    /// The instant at elapsed `elapsed`, or `None` ("never") if it lies
+    /// beyond the clock's range.
+    pub(crate) fn at(&mut self, elapsed: Duration) -> Option<Instant> {
+        after(self.origin(), elapsed)
+    }
+
+    /// The instant at elapsed `elapsed`, or a far-future instant if it lies
+    /// beyond the clock's range (for a consumer that must have an instant:
+    /// the hold-off map, which clamps it to its own maximum hold anyway;
+    /// `tower::retry`'s `Sleep`).
+    pub(crate) fn at_or_far(&mut self, elapsed: Duration) -> Instant {
+        self.at(elapsed).unwrap_or_else(far_future)
+    }
+}
+
+/// `from + by`, or `None` ("never") if that is beyond the clock's range.
+/// The only addition of a duration to an instant in this crate.
+#[allow(clippy::disallowed_methods)] // the one place allowed to
+pub(crate) fn after(from: Instant, by: Duration) -> Option<Instant> {
+    from.checked_add(by)
+}
+
+/// An instant about 30 years from now (as tokio's own far future), or the
+/// furthest step below that the clock can represent.
+pub(crate) fn far_future() -> Instant {
+    let now = Instant::now();
+    let mut step = FAR;
+    loop {
+        if let Some(at) = after(now, step) {
+            return at;
+        }
+        step /= 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn round_trip_inside_the_range() {
+        let mut clock = Clock::start();
+        let at = clock.at(Duration::from_secs(7)).unwrap();
+        assert_eq!(at.duration_since(clock.origin()), Duration::from_secs(7));
+        assert_eq!(clock.since(at), Duration::from_secs(7));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(clock.elapsed(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn read_once_per_poll_and_zero_until_first_read() {
+        let mut clock = Clock::unread();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(clock.now(), Duration::ZERO, "before any reading");
+        clock.new_poll();
+        assert_eq!(clock.now(), Duration::ZERO, "the first reading is zero");
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(
+            clock.now(),
+            Duration::ZERO,
+            "the same poll, the same reading"
+        );
+        clock.new_poll();
+        assert_eq!(clock.now(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn beyond_the_range_is_never_and_before_the_origin_is_zero() {
+        let before = Instant::now();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let mut clock = Clock::start();
+        assert_eq!(clock.at(Duration::MAX), None);
+        assert_eq!(clock.at(Duration::from_secs(u64::MAX / 2)), None);
+        assert_eq!(clock.since(before), Duration::ZERO);
+        assert!(
+            clock.at_or_far(Duration::MAX) > clock.at(Duration::from_secs(86_400 * 365)).unwrap()
+        );
+    }
+}

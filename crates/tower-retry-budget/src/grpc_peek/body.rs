@@ -1,0 +1,188 @@
+//! [`PeekBody`]: the caller's body, with the frame the peek read first put
+//! back in front, and the report corrected when a stream fails after data.
+
+use std::fmt;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::Buf;
+use http::{HeaderMap, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::time::Instant;
+
+use crate::report_slot::ReportSlot;
+use crate::signal::{GrpcSignal, RetrySignal};
+
+/// What the peek took out of the inner body.
+enum Held<B: Body> {
+    /// Nothing: the inner body is read as is.
+    Nothing,
+    /// The first frame (or error), to be yielded before the inner body.
+    Frame(Result<Frame<B::Data>, B::Error>),
+    /// The inner body already ended.
+    End,
+}
+
+/// After data, the call's status comes in the trailers: a non-OK one
+/// corrects the report in the caller's slot.
+#[derive(Debug)]
+struct Watch {
+    slot: ReportSlot,
+    /// When the response was handed up (the action's stop, give or take
+    /// nothing: the retry layer returns it at once).
+    returned_at: Instant,
+}
+
+impl Watch {
+    fn trailers(self, trailers: &HeaderMap) {
+        let signal = GrpcSignal.read(StatusCode::OK, trailers);
+        if signal.status() == StatusCode::OK.as_u16() {
+            return;
+        }
+        // Only a budgeted call that has stopped has a report to correct.
+        let Some(mut report) = self.slot.get() else {
+            return;
+        };
+        let at = report.elapsed.saturating_add(self.returned_at.elapsed());
+        let from = format!(
+            "{}, in trailers after data",
+            signal.translation().unwrap_or("grpc-status")
+        );
+        let seen = report.events.len();
+        // The core decides what the late status changes.
+        if report.status_after_data(at, signal.status(), from) {
+            crate::trace::emit(&report.events[seen..]);
+            self.slot.fill(report);
+        }
+    }
+}
+
+pin_project! {
+    /// The response body below [`GrpcTrailersLayer`](super::GrpcTrailersLayer):
+    /// the inner body, with the frame the peek read yielded first (a
+    /// trailers frame is yielded exactly as received). See the
+    /// [module docs](super).
+    pub struct PeekBody<B>
+    where
+        B: Body,
+    {
+        #[pin]
+        inner: B,
+        held: Held<B>,
+        watch: Option<Watch>,
+    }
+}
+
+impl<B: Body> PeekBody<B> {
+    /// The inner body, not peeked.
+    pub(super) const fn untouched(inner: B) -> Self {
+        Self {
+            inner,
+            held: Held::Nothing,
+            watch: None,
+        }
+    }
+
+    /// The inner body after the peek read `first` from it (`None`: the
+    /// body ended). A data frame first starts watching for a late status,
+    /// if the caller gave a slot.
+    pub(super) fn peeked(
+        inner: B,
+        first: Option<Result<Frame<B::Data>, B::Error>>,
+        slot: Option<ReportSlot>,
+    ) -> Self {
+        let watch = match &first {
+            Some(Ok(frame)) if frame.is_data() => slot.map(|slot| Watch {
+                slot,
+                returned_at: Instant::now(),
+            }),
+            _ => None,
+        };
+        Self {
+            inner,
+            held: first.map_or(Held::End, Held::Frame),
+            watch,
+        }
+    }
+}
+
+impl<B: Body> Body for PeekBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        match std::mem::replace(this.held, Held::Nothing) {
+            Held::Frame(first) => return Poll::Ready(Some(first)),
+            Held::End => {
+                *this.held = Held::End;
+                return Poll::Ready(None);
+            }
+            Held::Nothing => {}
+        }
+        let frame = ready!(this.inner.poll_frame(cx));
+        if this.watch.is_some() {
+            match &frame {
+                Some(Ok(frame)) => {
+                    if let Some(trailers) = frame.trailers_ref() {
+                        if let Some(watch) = this.watch.take() {
+                            watch.trailers(trailers);
+                        }
+                    }
+                }
+                // Ended without trailers, or failed: no status to read.
+                _ => *this.watch = None,
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self.held {
+            Held::Nothing => self.inner.is_end_stream(),
+            Held::Frame(_) => false,
+            Held::End => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.held {
+            Held::Nothing => self.inner.size_hint(),
+            Held::End => SizeHint::with_exact(0),
+            Held::Frame(first) => {
+                let held = first
+                    .as_ref()
+                    .ok()
+                    .and_then(Frame::data_ref)
+                    .map_or(0, |data| data.remaining() as u64);
+                let inner = self.inner.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(inner.lower().saturating_add(held));
+                if let Some(upper) = inner.upper() {
+                    hint.set_upper(upper.saturating_add(held));
+                }
+                hint
+            }
+        }
+    }
+}
+
+impl<B: Body> fmt::Debug for PeekBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let held = match &self.held {
+            Held::Nothing => "nothing",
+            Held::Frame(Ok(frame)) if frame.is_trailers() => "trailers",
+            Held::Frame(Ok(_)) => "data",
+            Held::Frame(Err(_)) => "error",
+            Held::End => "end",
+        };
+        f.debug_struct("PeekBody")
+            .field("held", &held)
+            .field("watching", &self.watch.is_some())
+            .finish_non_exhaustive()
+    }
+}

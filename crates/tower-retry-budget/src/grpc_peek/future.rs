@@ -1,0 +1,112 @@
+//! [`ResponseFuture`]: the head, then (for a gRPC answer whose status is
+//! still to come) its first body frame.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use http::Response;
+use http_body::{Body, Frame};
+use pin_project_lite::pin_project;
+
+use super::head;
+use super::PeekBody;
+use crate::report_slot::ReportSlot;
+
+pin_project! {
+    /// The response future of [`GrpcTrailers`](super::GrpcTrailers).
+    pub struct ResponseFuture<F, B> {
+        #[pin]
+        kind: Kind<F, B>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B> {
+        /// A call the retry layer does not budget: no look at the response.
+        Passthrough {
+            #[pin]
+            future: F,
+        },
+        /// Waiting for the head.
+        Head {
+            #[pin]
+            future: F,
+            slot: Option<ReportSlot>,
+        },
+        /// A gRPC head without `grpc-status`: reading the first frame.
+        FirstFrame {
+            response: Option<Response<B>>,
+            slot: Option<ReportSlot>,
+        },
+    }
+}
+
+impl<F, B> ResponseFuture<F, B> {
+    pub(super) const fn passthrough(future: F) -> Self {
+        Self {
+            kind: Kind::Passthrough { future },
+        }
+    }
+
+    pub(super) const fn peeking(future: F, slot: Option<ReportSlot>) -> Self {
+        Self {
+            kind: Kind::Head { future, slot },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body + Unpin,
+{
+    type Output = Result<Response<PeekBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut kind = self.project().kind;
+        loop {
+            match kind.as_mut().project() {
+                KindProj::Passthrough { future } => {
+                    let response = ready!(future.poll(cx))?;
+                    return Poll::Ready(Ok(response.map(PeekBody::untouched)));
+                }
+                KindProj::Head { future, slot } => {
+                    let mut response = ready!(future.poll(cx))?;
+                    let ended = response.body().is_end_stream();
+                    let status = response.status();
+                    if !head::awaits_status(status, response.headers_mut(), ended) {
+                        return Poll::Ready(Ok(response.map(PeekBody::untouched)));
+                    }
+                    let slot = slot.take();
+                    kind.set(Kind::FirstFrame {
+                        response: Some(response),
+                        slot,
+                    });
+                }
+                KindProj::FirstFrame { response, slot } => {
+                    let body = response
+                        .as_mut()
+                        .expect("ResponseFuture polled after completion")
+                        .body_mut();
+                    let first = ready!(Pin::new(body).poll_frame(cx));
+                    let (mut parts, body) = response
+                        .take()
+                        .expect("ResponseFuture polled after completion")
+                        .into_parts();
+                    // Trailers and no message: the status is known now.
+                    if let Some(trailers) = first
+                        .as_ref()
+                        .and_then(|frame| frame.as_ref().ok())
+                        .and_then(Frame::trailers_ref)
+                    {
+                        head::to_trailers_only(&mut parts.headers, trailers);
+                    }
+                    let body = PeekBody::peeked(body, first, slot.take());
+                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
+                }
+            }
+        }
+    }
+}

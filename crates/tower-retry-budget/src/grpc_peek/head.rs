@@ -1,0 +1,168 @@
+//! What a response head says about where its gRPC status will be, and the
+//! Trailers-Only form of a head whose status came in trailers.
+
+use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderValue, StatusCode};
+
+use crate::signal::{
+    GrpcSignal, RetrySignal, GRPC_STATUS, GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS,
+};
+
+/// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
+/// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
+/// trailers inside the body, where no trailers frame will come.
+fn is_grpc(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return false;
+    };
+    let value = value.as_bytes();
+    let prefix = b"application/grpc";
+    value.len() >= prefix.len()
+        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && matches!(value.get(prefix.len()), None | Some(b'+' | b';'))
+}
+
+/// Whether this head is a gRPC answer whose status is still to come: HTTP
+/// `200`, a gRPC content type, no `grpc-status` (a Trailers-Only head has
+/// one), and a body that is not already over. A marker this crate sets is
+/// never trusted from a server: it is removed from every gRPC head.
+pub(super) fn awaits_status(status: StatusCode, headers: &mut HeaderMap, body_ended: bool) -> bool {
+    if status != StatusCode::OK || !is_grpc(headers) {
+        return false;
+    }
+    if headers.contains_key(GRPC_STATUS_FROM) {
+        headers.remove(GRPC_STATUS_FROM);
+    }
+    !body_ended && !headers.contains_key(GRPC_STATUS)
+}
+
+/// A non-OK status in `trailers` that came with no message: the head
+/// becomes the Trailers-Only head the server could have sent (the initial
+/// metadata, then every trailer field), marked so that the trail says where
+/// the status came from. An OK status (or none) changes nothing.
+pub(super) fn to_trailers_only(headers: &mut HeaderMap, trailers: &HeaderMap) {
+    if !trailers.contains_key(GRPC_STATUS)
+        || GrpcSignal.read(StatusCode::OK, trailers).status() == StatusCode::OK.as_u16()
+    {
+        return;
+    }
+    for (name, value) in trailers {
+        headers.append(name, value.clone());
+    }
+    headers.insert(
+        GRPC_STATUS_FROM,
+        HeaderValue::from_static(GRPC_STATUS_FROM_TRAILERS),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.append(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn only_a_grpc_200_without_status_and_with_a_body_awaits_its_status() {
+        for content_type in [
+            "application/grpc",
+            "application/grpc+proto",
+            "Application/GRPC;x=1",
+        ] {
+            let mut h = head(&[("content-type", content_type)]);
+            assert!(
+                awaits_status(StatusCode::OK, &mut h, false),
+                "{content_type}"
+            );
+            assert!(
+                !awaits_status(StatusCode::OK, &mut h, true),
+                "{content_type}"
+            );
+        }
+        for content_type in [
+            "application/json",
+            "application/grpc-web",
+            "application/grpcx",
+            "application/grp",
+        ] {
+            let mut h = head(&[("content-type", content_type)]);
+            assert!(
+                !awaits_status(StatusCode::OK, &mut h, false),
+                "{content_type}"
+            );
+        }
+        assert!(!awaits_status(StatusCode::OK, &mut HeaderMap::new(), false));
+        let mut trailers_only = head(&[("content-type", "application/grpc"), ("grpc-status", "8")]);
+        assert!(!awaits_status(StatusCode::OK, &mut trailers_only, false));
+        let mut intermediary = head(&[("content-type", "application/grpc")]);
+        assert!(!awaits_status(
+            StatusCode::TOO_MANY_REQUESTS,
+            &mut intermediary,
+            false
+        ));
+    }
+
+    #[test]
+    fn a_marker_sent_by_a_server_is_removed_from_a_grpc_head_only() {
+        let mut grpc = head(&[
+            ("content-type", "application/grpc"),
+            ("grpc-status", "8"),
+            (GRPC_STATUS_FROM, "trailers"),
+        ]);
+        assert!(!awaits_status(StatusCode::OK, &mut grpc, false));
+        assert!(!grpc.contains_key(GRPC_STATUS_FROM));
+        let mut plain = head(&[
+            ("content-type", "text/plain"),
+            (GRPC_STATUS_FROM, "trailers"),
+        ]);
+        let before = plain.clone();
+        assert!(!awaits_status(StatusCode::OK, &mut plain, false));
+        assert_eq!(plain, before, "an HTTP head is untouched");
+    }
+
+    #[test]
+    fn a_non_ok_status_in_trailers_makes_the_trailers_only_head() {
+        let mut h = head(&[("content-type", "application/grpc"), ("x", "y")]);
+        let trailers = head(&[
+            ("grpc-status", "8"),
+            ("grpc-message", "slow down"),
+            ("grpc-retry-pushback-ms", "1000"),
+            ("x", "z"),
+        ]);
+        to_trailers_only(&mut h, &trailers);
+        assert_eq!(h["grpc-status"], "8");
+        assert_eq!(h["grpc-message"], "slow down");
+        assert_eq!(h["grpc-retry-pushback-ms"], "1000");
+        assert_eq!(h.get_all("x").iter().collect::<Vec<_>>(), ["y", "z"]);
+        assert_eq!(h[GRPC_STATUS_FROM], GRPC_STATUS_FROM_TRAILERS);
+
+        let signal = GrpcSignal.read(StatusCode::OK, &h);
+        assert_eq!(signal.status(), 429);
+        assert_eq!(
+            signal.translation(),
+            Some("grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000, in trailers after initial metadata")
+        );
+    }
+
+    #[test]
+    fn an_ok_or_absent_status_in_trailers_changes_nothing() {
+        for trailers in [
+            head(&[("grpc-status", "0")]),
+            head(&[("x", "z")]),
+            HeaderMap::new(),
+        ] {
+            let mut h = head(&[("content-type", "application/grpc")]);
+            let before = h.clone();
+            to_trailers_only(&mut h, &trailers);
+            assert_eq!(h, before);
+        }
+    }
+}

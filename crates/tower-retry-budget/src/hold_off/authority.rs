@@ -1,0 +1,88 @@
+//! The key of a request in the hold-off map: scheme, host and port, and
+//! nothing else.
+//!
+//! A hold belongs to the service that asked for it, which RFC 3986 names
+//! by scheme, host and port. Userinfo (`user:password@`) is never part of
+//! it: credentials must not sit in a map (or, with a shared store, in
+//! Redis), and one service behind two sets of credentials is still one
+//! service. The port is always written, the scheme's default filled in,
+//! so that `http://a.test` and `http://a.test:80` are one key; the host is
+//! lower-cased (RFC 3986 §3.2.2).
+
+use http::header::HOST;
+use http::uri::{Authority, Scheme};
+use http::Request;
+
+/// The key of a request: `scheme://host:port` from its URI, or from its
+/// `Host` header for a relative URI (scheme `http` then, which is what a
+/// request in origin form over a plain connection is).
+pub(crate) fn authority_of<B>(request: &Request<B>) -> Option<String> {
+    let scheme = request.uri().scheme().unwrap_or(&Scheme::HTTP);
+    if let Some(authority) = request.uri().authority() {
+        return Some(key(scheme, authority));
+    }
+    let host = request.headers().get(HOST)?.to_str().ok()?;
+    let authority: Authority = host.parse().ok()?;
+    Some(key(scheme, &authority))
+}
+
+fn key(scheme: &Scheme, authority: &Authority) -> String {
+    let scheme = scheme.as_str().to_ascii_lowercase();
+    let host = authority.host().to_ascii_lowercase();
+    let port = authority.port_u16().or(match scheme.as_str() {
+        "http" | "ws" => Some(80),
+        "https" | "wss" => Some(443),
+        _ => None,
+    });
+    match port {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(uri: &str) -> Option<String> {
+        authority_of(&Request::get(uri).body(()).unwrap())
+    }
+
+    #[test]
+    fn scheme_host_and_port_never_userinfo() {
+        assert_eq!(of("http://A.Test/x").as_deref(), Some("http://a.test:80"));
+        assert_eq!(
+            of("http://a.test:80/y").as_deref(),
+            Some("http://a.test:80")
+        );
+        assert_eq!(of("https://a.test/").as_deref(), Some("https://a.test:443"));
+        assert_eq!(
+            of("http://a.test:8080").as_deref(),
+            Some("http://a.test:8080")
+        );
+        let with_credentials = of("https://alice:s3cret@a.test:8443/private").unwrap();
+        assert_eq!(with_credentials, "https://a.test:8443");
+        assert!(!with_credentials.contains("alice") && !with_credentials.contains("s3cret"));
+        assert_eq!(
+            of("http://[::1]:9000/").as_deref(),
+            Some("http://[::1]:9000")
+        );
+    }
+
+    #[test]
+    fn a_relative_uri_uses_the_host_header() {
+        let request = Request::get("/x")
+            .header(HOST, "user:pw@B.test:81")
+            .body(())
+            .unwrap();
+        assert_eq!(authority_of(&request).as_deref(), Some("http://b.test:81"));
+        let request = Request::get("/x").header(HOST, "b.test").body(()).unwrap();
+        assert_eq!(authority_of(&request).as_deref(), Some("http://b.test:80"));
+        let request = Request::get("/x")
+            .header(HOST, "not a host")
+            .body(())
+            .unwrap();
+        assert_eq!(authority_of(&request), None);
+        assert_eq!(authority_of(&Request::get("/x").body(()).unwrap()), None);
+    }
+}

@@ -1,0 +1,227 @@
+//! [`HoldOff`]: the map behind one short lock, shared by clones, with the
+//! maximum hold applied to everything that goes in.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::config::{HoldOffBuilder, HoldOffError};
+use super::map::{Held, Map};
+
+/// A bounded map from authority to the instant until which the service asked
+/// the client to wait, each hold cut to a maximum. Clones share one map.
+/// See the [module docs](super).
+#[derive(Clone)]
+pub struct HoldOff {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    map: Mutex<Map>,
+    capacity: usize,
+    max_hold: Duration,
+}
+
+impl HoldOff {
+    /// A map of at most `capacity` authorities, with the
+    /// [default maximum hold](super::DEFAULT_MAX_HOLD).
+    ///
+    /// # Errors
+    ///
+    /// [`HoldOffError::ZeroCapacity`].
+    pub fn new(capacity: usize) -> Result<Self, HoldOffError> {
+        Self::builder().capacity(capacity).build()
+    }
+
+    /// A builder, to set the capacity and the maximum hold.
+    pub fn builder() -> HoldOffBuilder {
+        HoldOffBuilder::default()
+    }
+
+    pub(super) fn from_config(config: HoldOffBuilder) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                map: Mutex::new(Map::new(config.capacity)),
+                capacity: config.capacity,
+                max_hold: config.max_hold,
+            }),
+        }
+    }
+
+    /// The instant until which `authority` is held off, if that is still
+    /// ahead.
+    pub fn until(&self, authority: &str) -> Option<Instant> {
+        let key = lowercase(authority);
+        let now = Instant::now();
+        self.lock().until(now, &key)
+    }
+
+    /// Records that `authority` asked the client to wait until `until`,
+    /// cut to now + the [maximum hold](Self::max_hold), keeping the later
+    /// of this and any hold-off already known. Any instant is accepted:
+    /// one in the past changes nothing, one beyond the maximum is cut.
+    pub fn hold(&self, authority: &str, until: Instant) {
+        let key = lowercase(authority);
+        let now = Instant::now();
+        let until = self.clamp(now, until);
+        let _: Held = self.lock().hold(now, &key, until);
+    }
+
+    /// The longest hold kept.
+    pub fn max_hold(&self) -> Duration {
+        self.inner.max_hold
+    }
+
+    /// Authorities currently in the map (expired ones included until the map
+    /// is next used).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The most authorities the map holds.
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity
+    }
+
+    /// `until`, or now + the maximum hold if that is sooner. Through the
+    /// crate's one saturating mapping: if now + the maximum cannot be
+    /// represented, `until` (which can) is already sooner.
+    fn clamp(&self, now: Instant, until: Instant) -> Instant {
+        match crate::clock::after(now, self.inner.max_hold) {
+            Some(latest) => until.min(latest),
+            None => until,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Map> {
+        // The map is left whole by every method (no panic between its two
+        // structures' updates), so a poisoned lock is still a good map.
+        self.inner
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Keys are lower-case; most already are, so this rarely allocates.
+fn lowercase(authority: &str) -> Cow<'_, str> {
+    if authority.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(authority.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(authority)
+    }
+}
+
+impl Default for HoldOff {
+    /// A map of [`DEFAULT_HOLD_OFF_CAPACITY`](super::DEFAULT_HOLD_OFF_CAPACITY)
+    /// authorities with the [default maximum hold](super::DEFAULT_MAX_HOLD).
+    fn default() -> Self {
+        Self::from_config(HoldOffBuilder::default())
+    }
+}
+
+impl fmt::Debug for HoldOff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HoldOff")
+            .field("authorities", &self.len())
+            .field("capacity", &self.inner.capacity)
+            .field("max_hold", &self.inner.max_hold)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_map_stays_bounded_and_keeps_the_longest_hold_offs() {
+        let map = HoldOff::new(2).unwrap();
+        let now = Instant::now();
+        map.hold("a:80", now + secs(5));
+        map.hold("b:80", now + secs(9));
+        map.hold("c:80", now + secs(7));
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.until("a:80"), None, "the soonest was forgotten");
+        assert_eq!(map.until("C:80"), Some(now + secs(7)));
+        // Shorter than all it knows: not worth a place.
+        map.hold("d:80", now + secs(1));
+        assert_eq!(map.until("d:80"), None);
+        // Expired entries make room first.
+        tokio::time::advance(secs(8)).await;
+        map.hold("e:80", Instant::now() + secs(1));
+        assert_eq!(map.len(), 2);
+        assert!(map.until("b:80").is_some() && map.until("e:80").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_later_hold_off_wins_and_past_ones_are_ignored() {
+        let map = HoldOff::default();
+        let now = Instant::now();
+        map.hold("a:80", now + secs(5));
+        map.hold("a:80", now + secs(3));
+        assert_eq!(map.until("a:80"), Some(now + secs(5)));
+        map.hold("b:80", now);
+        assert!(map.until("b:80").is_none());
+        assert_eq!(HoldOff::new(0).unwrap_err(), HoldOffError::ZeroCapacity);
+    }
+
+    #[allow(clippy::disallowed_methods)] // walks to the clock's edge on purpose
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_is_cut_to_the_maximum_and_any_instant_is_accepted() {
+        let map = HoldOff::builder().max_hold(secs(60)).build().unwrap();
+        let now = Instant::now();
+        // The furthest instant the runtime can represent: cut, no panic.
+        let mut far = now;
+        for shift in (0..64).rev() {
+            if let Some(later) = far.checked_add(Duration::from_secs(1 << shift)) {
+                far = later;
+            }
+        }
+        map.hold("http://a:80", far);
+        assert_eq!(map.until("http://a:80"), Some(now + secs(60)));
+        tokio::time::advance(secs(60)).await;
+        assert_eq!(
+            map.until("http://a:80"),
+            None,
+            "the hold ended at the maximum"
+        );
+    }
+
+    #[test]
+    fn the_maximum_hold_is_checked() {
+        let build = |d| HoldOff::builder().max_hold(d).build().map(|h| h.max_hold());
+        assert_eq!(build(secs(1)), Ok(secs(1)));
+        assert_eq!(
+            build(super::super::MAX_MAX_HOLD),
+            Ok(super::super::MAX_MAX_HOLD)
+        );
+        for bad in [
+            Duration::ZERO,
+            Duration::from_micros(999),
+            secs(86_401),
+            Duration::MAX,
+        ] {
+            assert_eq!(
+                build(bad),
+                Err(HoldOffError::MaxHoldOutOfRange { max_hold: bad })
+            );
+        }
+        assert_eq!(
+            HoldOff::default().max_hold(),
+            super::super::DEFAULT_MAX_HOLD
+        );
+    }
+}

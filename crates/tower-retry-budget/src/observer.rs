@@ -1,0 +1,142 @@
+//! [`Observer`]: the trail of every action, typed, as it is recorded.
+//!
+//! # Why
+//!
+//! `tracing` events are for logs: their messages are text, and a program
+//! that reads them (a progress display, a metrics exporter) would depend on
+//! the wording. An observer receives the same steps as typed
+//! [`Event`]s, in order, each with the [`ActionId`] of the request it
+//! belongs to, and the final [`Report`] once the action ends.
+//!
+//! The observer is called on the request's own task, inline: keep it short
+//! (count, send on a channel, print a line) and never block in it.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use retry_budget::{Event, Report};
+
+/// Identifies one action (one budgeted request) for an [`Observer`].
+///
+/// A caller may insert one in the request's extensions to recognise its
+/// request; otherwise the layer assigns one from a counter shared by the
+/// layer and every service it made (0, 1, 2, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ActionId(pub u64);
+
+impl fmt::Display for ActionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Receives every step of every budgeted action, typed, with its
+/// [`ActionId`], and each action's final [`Report`]. Installed with
+/// [`RetryBudgetLayer::observer`](crate::RetryBudgetLayer::observer).
+///
+/// A closure `Fn(ActionId, &Event)` is an observer. It is called on the
+/// request's own task, inline: keep it short (count, send on a channel,
+/// print a line) and never block in it.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use std::sync::{Arc, Mutex};
+///
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+/// use tower_retry_budget::{ActionId, Event, EventKind, Policy, RetryBudgetLayer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let sink = seen.clone();
+/// let layer = RetryBudgetLayer::new(Policy::default()).observer(move |id: ActionId, event: &Event| {
+///     sink.lock().unwrap().push((id, event.kind.clone()));
+/// });
+/// let upstream = service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(()))
+/// });
+/// let client = ServiceBuilder::new().layer(layer).service(upstream);
+/// client.oneshot(http::Request::new(())).await.unwrap();
+///
+/// let seen = seen.lock().unwrap();
+/// assert!(matches!(seen[0].1, EventKind::AttemptStarted { attempt: 1, .. }));
+/// assert!(matches!(seen.last().unwrap().1, EventKind::Stopped { .. }));
+/// # }
+/// ```
+pub trait Observer: Send + Sync + 'static {
+    /// Called for every trail event, in order, as it is recorded.
+    fn on_event(&self, id: ActionId, event: &Event);
+
+    /// Called once when the action ends, with its report (default:
+    /// nothing).
+    fn on_report(&self, id: ActionId, report: &Report) {
+        let _ = (id, report);
+    }
+}
+
+impl<F> Observer for F
+where
+    F: Fn(ActionId, &Event) + Send + Sync + 'static,
+{
+    fn on_event(&self, id: ActionId, event: &Event) {
+        self(id, event);
+    }
+}
+
+/// The layer's observer and its id counter, shared by its clones.
+#[derive(Clone)]
+pub(crate) struct SharedObserver {
+    observer: Arc<dyn Observer>,
+    next_id: Arc<AtomicU64>,
+}
+
+impl SharedObserver {
+    pub(crate) fn new(observer: impl Observer) -> Self {
+        Self {
+            observer: Arc::new(observer),
+            next_id: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// The watch of one action: the caller's id if the request has one,
+    /// else the next from the counter.
+    pub(crate) fn watch(&self, given: Option<ActionId>) -> Watch {
+        let id = given.unwrap_or_else(|| ActionId(self.next_id.fetch_add(1, Ordering::Relaxed)));
+        Watch {
+            id,
+            observer: self.observer.clone(),
+        }
+    }
+}
+
+impl fmt::Debug for SharedObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SharedObserver(..)")
+    }
+}
+
+/// One action's observer and id.
+#[derive(Clone)]
+pub(crate) struct Watch {
+    id: ActionId,
+    observer: Arc<dyn Observer>,
+}
+
+impl Watch {
+    pub(crate) fn events(&self, events: &[Event]) {
+        for event in events {
+            self.observer.on_event(self.id, event);
+        }
+    }
+
+    pub(crate) fn report(&self, report: &Report) {
+        self.observer.on_report(self.id, report);
+    }
+}
+
+impl fmt::Debug for Watch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Watch").field(&self.id).finish()
+    }
+}
