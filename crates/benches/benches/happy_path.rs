@@ -25,7 +25,7 @@ use std::time::{Instant, SystemTime};
 
 use criterion::{BatchSize, Criterion};
 use http::{Method, Request, Response};
-use retry_budget_benches::{self as fixtures, copy, drive, request};
+use retry_budget_benches::{self as fixtures, copy, drive, request, RATIOS};
 use tower::Service;
 
 /// Interleaved rounds; each gives one value of every ratio.
@@ -144,28 +144,6 @@ fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
     ]
 }
 
-/// The ratios the issue sets goals for: (numerator, denominator, goal).
-const RATIOS: [(&str, &str, &str); 6] = [
-    ("retry_budget_get", "tower_retry", "<= 1.30"),
-    (
-        "retry_budget_get_pending",
-        "tower_retry_timeout_pending",
-        "<= 1.10",
-    ),
-    ("retry_budget_post", "bare", "<= 1.05"),
-    ("retry_budget_post_pending", "bare_pending", "<= 1.05"),
-    (
-        "retry_budget_get",
-        "bare_plus_copy",
-        "as close to 1 as possible",
-    ),
-    (
-        "tower_retry_timeout_pending",
-        "tower_retry_pending",
-        "(tower's own timer cost)",
-    ),
-];
-
 fn criterion_pass(c: &mut Criterion, variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
     let mut group = c.benchmark_group("happy_path");
     for (name, method, variant) in variants.iter_mut() {
@@ -281,16 +259,21 @@ fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
         );
     }
     println!("\nratios, per round (median [p10 .. p90] over {ROUNDS} rounds):");
-    for (num, den, goal) in RATIOS {
+    for ratio in RATIOS {
+        let (num, den) = (ratio.numerator, ratio.denominator);
         let (a, b) = (index(num), index(den));
         let mut ratios: Vec<f64> = (0..ROUNDS).map(|r| times[a][r] / times[b][r]).collect();
         ratios.sort_by(f64::total_cmp);
         let p = |q: f64| ratios[((ROUNDS - 1) as f64 * q).round() as usize];
+        let goal = ratio
+            .goal
+            .map_or_else(|| "no goal".to_owned(), |g| format!("goal <= {g:.2}"));
         println!(
-            "  {num} / {den} = {:.3} [{:.3} .. {:.3}]  goal {goal}",
+            "  {num} / {den} = {:.3} [{:.3} .. {:.3}]  {goal} ({})",
             median(&ratios),
             p(0.1),
-            p(0.9)
+            p(0.9),
+            ratio.meaning
         );
     }
 }

@@ -24,12 +24,12 @@ use std::hint::black_box;
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use http::{Method, Request};
-use retry_budget_benches::{self as fixtures, copy, drive, request, Instant200, PendingOnce};
+use retry_budget_benches::{
+    self as fixtures, copy, drive, request, Instant200, PendingOnce, CALLS,
+};
 use tokio::runtime::EnterGuard;
 use tower::Service;
 
-/// Requests sent by every variant in the measured part.
-const CALLS: usize = 1_000;
 /// Calls made in the setup, to warm the allocator, the runtime's timer and
 /// every lazily built structure.
 const WARM_UP: usize = 64;

@@ -24,6 +24,10 @@ use tower::util::ServiceFn;
 use tower::{service_fn, Service};
 use tower_retry_budget::RetryBudget;
 
+/// Requests sent by every variant of the instruction-count bench in its
+/// measured part; its counts are divided by this to give a per-call figure.
+pub const CALLS: usize = 1_000;
+
 /// A GET or POST with three headers, as a client sends.
 pub fn request(method: Method) -> Request<()> {
     Request::builder()
@@ -163,3 +167,56 @@ where
     }
     panic!("not done after {polls} polls");
 }
+
+/// A ratio of two variants' costs that issue 11 sets a goal for.
+#[derive(Debug, Clone, Copy)]
+pub struct Ratio {
+    /// The variant measured.
+    pub numerator: &'static str,
+    /// What it is compared with.
+    pub denominator: &'static str,
+    /// The goal (at most this), if there is one.
+    pub goal: Option<f64>,
+    /// What the ratio says.
+    pub meaning: &'static str,
+}
+
+/// The ratios both benches print, by variant name.
+pub const RATIOS: [Ratio; 6] = [
+    Ratio {
+        numerator: "retry_budget_get",
+        denominator: "tower_retry",
+        goal: Some(1.30),
+        meaning: "instant GET, report delivered",
+    },
+    Ratio {
+        numerator: "retry_budget_get_pending",
+        denominator: "tower_retry_timeout_pending",
+        goal: Some(1.10),
+        meaning: "pending-once GET vs retry + timeout",
+    },
+    Ratio {
+        numerator: "retry_budget_post",
+        denominator: "bare",
+        goal: Some(1.05),
+        meaning: "POST passed through, instant",
+    },
+    Ratio {
+        numerator: "retry_budget_post_pending",
+        denominator: "bare_pending",
+        goal: Some(1.05),
+        meaning: "POST passed through, pending once",
+    },
+    Ratio {
+        numerator: "retry_budget_get",
+        denominator: "bare_plus_copy",
+        goal: None,
+        meaning: "instant GET vs the copy floor",
+    },
+    Ratio {
+        numerator: "tower_retry_timeout_pending",
+        denominator: "tower_retry_pending",
+        goal: None,
+        meaning: "what tower's own timeout costs",
+    },
+];
