@@ -25,14 +25,10 @@ use std::hint::black_box;
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use http::{Method, Request};
 use retry_budget_benches::{
-    self as fixtures, copy, drive, request, Instant200, PendingOnce, CALLS,
+    self as fixtures, copy, drive, request, Instant200, PendingOnce, CALLS, WARM_UP,
 };
 use tokio::runtime::EnterGuard;
 use tower::Service;
-
-/// Calls made in the setup, to warm the allocator, the runtime's timer and
-/// every lazily built structure.
-const WARM_UP: usize = 64;
 
 type Instant = fn(Request<()>) -> Instant200;
 type Pending = fn(Request<()>) -> PendingOnce;

@@ -28,6 +28,10 @@ use tower_retry_budget::RetryBudget;
 /// measured part; its counts are divided by this to give a per-call figure.
 pub const CALLS: usize = 1_000;
 
+/// Calls made in the instruction-count bench's setup before the measured
+/// ones (not in its instruction counts, but in callgrind's call counts).
+pub const WARM_UP: usize = 64;
+
 /// A GET or POST with three headers, as a client sends.
 pub fn request(method: Method) -> Request<()> {
     Request::builder()
