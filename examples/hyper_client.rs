@@ -16,10 +16,9 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use retry_budget::{Policy, Report};
 use tokio::net::TcpListener;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_retry_budget::RetryBudgetLayer;
+use tower_retry_budget::{Policy, Report, RetryBudgetLayer};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

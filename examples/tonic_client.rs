@@ -17,7 +17,6 @@ use std::time::Instant;
 
 use bytes::{Buf, BufMut, Bytes};
 use http::uri::PathAndQuery;
-use retry_budget::{Policy, Report};
 use tonic::body::Body;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::MetadataMap;
@@ -27,7 +26,8 @@ use tonic::transport::Endpoint;
 use tonic::{Code, Status};
 use tower::{Service, ServiceBuilder};
 use tower_retry_budget::{
-    GrpcSignal, Idempotent, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer,
+    GrpcSignal, Idempotent, Policy, ReplayBody, ReplayBodyLayer, Report, ReportSlot,
+    RetryBudgetLayer,
 };
 
 #[tokio::main]

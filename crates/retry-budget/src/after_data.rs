@@ -8,27 +8,6 @@
 //! report must not keep saying `success` for a call that failed:
 //! [`Report::status_after_data`] is the one rule for that correction, so an
 //! adapter only tells the core what arrived and when.
-//!
-//! ```
-//! use std::time::Duration;
-//! use retry_budget::{Action, EventKind, Outcome, Policy, RetryAfter};
-//!
-//! let mut action = Action::new(Policy::default());
-//! action.attempt_started(Duration::ZERO);
-//! action.response(Duration::from_millis(300), 200, &RetryAfter::Missing, None);
-//! let mut report = action.into_report().unwrap();
-//! assert_eq!(report.outcome, Outcome::Success);
-//!
-//! // The stream ends, 2 s later, with RESOURCE_EXHAUSTED (429) in its trailers.
-//! let changed = report.status_after_data(Duration::from_millis(2300), 429, "grpc-status 8 (RESOURCE_EXHAUSTED)");
-//! assert!(changed);
-//! assert_eq!(report.outcome, Outcome::NotRetryable);
-//! assert_eq!(report.last_status, Some(429));
-//! assert!(matches!(report.events.last().unwrap().kind, EventKind::StatusAfterData { status: 429, .. }));
-//! assert!(report.to_string().starts_with(
-//!     "Failed after the answer began: the service ended it with an error status (not retried once an answer has begun)."
-//! ));
-//! ```
 
 use std::time::Duration;
 
@@ -55,7 +34,31 @@ impl Report {
     /// * anything else (an action that already ended otherwise, a success
     ///   status, a report already corrected) changes nothing.
     ///
-    /// Returns whether the report changed. See the [module docs](self).
+    /// Returns whether the report changed.
+    ///
+    /// For example, a gRPC answer whose final `grpc-status`, in the trailers
+    /// after its messages, is not OK:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, EventKind, Outcome, Policy, RetryAfter};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// action.response(Duration::from_millis(300), 200, &RetryAfter::Missing, None);
+    /// let mut report = action.into_report().unwrap();
+    /// assert_eq!(report.outcome, Outcome::Success);
+    ///
+    /// // The stream ends, 2 s later, with RESOURCE_EXHAUSTED (429) in its trailers.
+    /// let changed = report.status_after_data(Duration::from_millis(2300), 429, "grpc-status 8 (RESOURCE_EXHAUSTED)");
+    /// assert!(changed);
+    /// assert_eq!(report.outcome, Outcome::NotRetryable);
+    /// assert_eq!(report.last_status, Some(429));
+    /// assert!(matches!(report.events.last().unwrap().kind, EventKind::StatusAfterData { status: 429, .. }));
+    /// assert!(report.to_string().starts_with(
+    ///     "Failed after the answer began: the service ended it with an error status (not retried once an answer has begun)."
+    /// ));
+    /// ```
     pub fn status_after_data(
         &mut self,
         at: Duration,

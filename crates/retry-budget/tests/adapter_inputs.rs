@@ -207,3 +207,137 @@ fn a_huge_delay_is_published_saturated() {
         Some(s(1).saturating_add(s(u64::MAX)))
     );
 }
+
+mod properties {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+    use retry_budget::WaitBasis;
+
+    #[derive(Debug, Clone)]
+    enum Input {
+        Start(Duration),
+        Response(Duration, u16, RetryAfter),
+        Woke(Duration),
+        ReadinessFailed(Duration),
+        NotReady(Duration),
+        HoldOff(Duration, Duration),
+        Refused(Duration),
+        Left(Duration),
+    }
+
+    fn when() -> impl Strategy<Value = Duration> {
+        prop_oneof![
+            8 => (0u64..=30_000).prop_map(Duration::from_millis),
+            1 => Just(Duration::MAX),
+        ]
+    }
+
+    fn input() -> impl Strategy<Value = Input> {
+        let retry_after = prop_oneof![
+            Just(RetryAfter::Missing),
+            (0u64..30).prop_map(|s| RetryAfter::Seconds(Duration::from_secs(s))),
+            any::<u64>().prop_map(|s| RetryAfter::Seconds(Duration::from_secs(s))),
+        ];
+        prop_oneof![
+            4 => when().prop_map(Input::Start),
+            4 => (when(), prop_oneof![Just(429u16), Just(200u16), Just(503u16)], retry_after)
+                .prop_map(|(t, s, h)| Input::Response(t, s, h)),
+            3 => when().prop_map(Input::Woke),
+            1 => when().prop_map(Input::ReadinessFailed),
+            1 => when().prop_map(Input::NotReady),
+            1 => (when(), when()).prop_map(|(t, u)| Input::HoldOff(t, u)),
+            1 => when().prop_map(Input::Refused),
+            1 => when().prop_map(Input::Left),
+        ]
+    }
+
+    fn policy() -> impl Strategy<Value = Policy> {
+        (1u64..40, 1u32..5, 0u64..10).prop_filter_map("valid", |(budget, attempts, cap)| {
+            Policy::builder()
+                .total_budget(s(budget))
+                .max_attempts(attempts)
+                .attempt_cap(s(cap.min(budget)))
+                .build()
+                .ok()
+        })
+    }
+
+    proptest! {
+        /// The answers the adapter obeys stay consistent with the trail,
+        /// whatever the inputs: a deposit once the first attempt started, a
+        /// withdrawal for each planned retry, the hold-off the core computed,
+        /// and a request moved only when no attempt can follow.
+        #[test]
+        fn effects_and_move_decisions_match_the_trail(
+            policy in policy(),
+            inputs in vec(input(), 0..30),
+        ) {
+            let mut action = Action::new(policy);
+            let (mut deposits, mut withdrawals) = (0, 0);
+            let mut held_for = Vec::new();
+            // The attempt count beyond which no attempt may start, once the
+            // core said none may follow.
+            let mut last_allowed: Option<u32> = None;
+            for input in &inputs {
+                let before = action.decision();
+                let decision = match input {
+                    Input::Start(t) => action.attempt_started(*t),
+                    Input::Response(t, status, h) => action.response(*t, *status, h, None),
+                    Input::Woke(t) => action.timer_woke(*t),
+                    Input::ReadinessFailed(t) => {
+                        let d = action.readiness_failed(*t);
+                        if before == Decision::StartNow {
+                            prop_assert_eq!(d, Decision::Stop(Outcome::TransportError));
+                        } else {
+                            prop_assert_eq!(d, before);
+                        }
+                        d
+                    }
+                    Input::NotReady(t) => action.transport_not_ready(*t),
+                    Input::HoldOff(t, u) => action.hold_off(*t, *u),
+                    Input::Refused(t) => action.retry_refused(*t),
+                    Input::Left(t) => action.caller_left(*t),
+                };
+                prop_assert_eq!(decision, action.decision());
+                let effects = action.client_effects();
+                if effects.deposit {
+                    deposits += 1;
+                    prop_assert!(action.attempts_started() >= 1);
+                }
+                if effects.withdraw {
+                    withdrawals += 1;
+                }
+                if let Some(until) = effects.hold_until {
+                    prop_assert_eq!(Some(until), action.server_asked_until());
+                    held_for.push(action.attempts_started());
+                }
+                if action.attempts_started() >= 1 {
+                    prop_assert_eq!(deposits, 1, "deposited once the first attempt started");
+                }
+                if let Some(limit) = last_allowed {
+                    prop_assert!(action.attempts_started() <= limit);
+                }
+                if !action.retry_may_follow() && last_allowed.is_none() {
+                    last_allowed = Some(match action.decision() {
+                        Decision::AwaitResponse { .. } | Decision::Stop(_) => {
+                            action.attempts_started()
+                        }
+                        _ => action.attempts_started() + 1,
+                    });
+                }
+            }
+            let planned_retries = action
+                .events()
+                .iter()
+                .filter(|e| {
+                    matches!(&e.kind, EventKind::WaitPlanned { basis, .. } if *basis != WaitBasis::HoldOff)
+                })
+                .count();
+            prop_assert_eq!(withdrawals, planned_retries);
+            let mut unique = held_for.clone();
+            unique.dedup();
+            prop_assert_eq!(unique, held_for, "one hold-off per attempt at most");
+        }
+    }
+}

@@ -36,7 +36,7 @@ use tower::Service;
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
-use crate::layer::Config;
+use crate::layer::{Config, ReportMode};
 use crate::observer::{ActionId, Watch};
 use crate::replay::BodyReplay;
 use crate::report_slot::ReportSlot;
@@ -109,13 +109,7 @@ pub(crate) struct Ctx<S, B> {
 }
 
 /// How an action ended, besides its report.
-enum Ending<R, E> {
-    Response(R),
-    Inner(E),
-    TimedOut,
-    Cancelled,
-    NotSent,
-}
+type Ending<R, E> = Result<R, ErrorKind<E>>;
 
 impl<S, B> Ctx<S, B> {
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
@@ -175,36 +169,29 @@ impl<S, B> Ctx<S, B> {
     /// attaches it to the response or the error.
     fn finish<ResB, E>(
         &mut self,
-        ending: Ending<Response<ResB>, E>,
+        ending: Result<Response<ResB>, ErrorKind<E>>,
     ) -> Result<Response<ResB>, Error<E>> {
-        let report = self.conclude();
-        let kind = match ending {
-            Ending::Response(mut response) => {
-                if let Some(report) = report {
-                    response.extensions_mut().insert(report);
+        match ending {
+            Ok(response) => {
+                // Asked for by nobody: no report is built at all.
+                let unasked = self.config.report_mode == ReportMode::WhenRetried
+                    && self.action.attempts_started() <= 1
+                    && self
+                        .extras
+                        .as_ref()
+                        .is_none_or(|e| e.slot.is_none() && e.watch.is_none());
+                if unasked {
+                    return Ok(response);
                 }
-                return Ok(response);
+                Ok(with_report(response, self.conclude()))
             }
-            Ending::Inner(error) => ErrorKind::Inner(error),
-            Ending::TimedOut => ErrorKind::AttemptTimeout,
-            Ending::Cancelled => ErrorKind::Cancelled,
-            Ending::NotSent => ErrorKind::NotSent,
-        };
-        Err(Error::new(kind, report))
+            Err(kind) => Err(self.finish_error(kind)),
+        }
     }
 
     /// [`finish`](Self::finish) with an error.
     pub(crate) fn finish_error<E>(&mut self, kind: ErrorKind<E>) -> Error<E> {
-        let ending = match kind {
-            ErrorKind::Inner(error) => Ending::Inner(error),
-            ErrorKind::AttemptTimeout => Ending::TimedOut,
-            ErrorKind::Cancelled => Ending::Cancelled,
-            ErrorKind::NotSent => Ending::NotSent,
-        };
-        match self.finish::<(), E>(ending) {
-            Ok(_) => unreachable!("an error ending is an error"),
-            Err(error) => error,
-        }
+        Error::new(kind, self.conclude())
     }
 
     /// The stopped action's report, moving its trail out; the caller's slot
@@ -511,7 +498,7 @@ where
         this.state.set(State::Done);
         this.cancelled.set(None);
         this.ctx.step(|action, now| action.caller_left(now));
-        this.ctx.finish(Ending::Cancelled)
+        Err(this.ctx.finish_error(ErrorKind::Cancelled))
     }
 
     /// An attempt in flight: its answer, its failure, or its deadline.
@@ -535,11 +522,11 @@ where
                     });
                     return Poll::Ready(None);
                 }
-                Poll::Ready(Some(Ending::Response(response)))
+                Poll::Ready(Some(Ok(response)))
             }
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.transport_failed(now));
-                Poll::Ready(Some(Ending::Inner(error)))
+                Poll::Ready(Some(Err(ErrorKind::Inner(error))))
             }
             Poll::Pending => {
                 if !*armed {
@@ -552,7 +539,7 @@ where
                 // Past the deadline: the attempt is abandoned (dropped with
                 // this state).
                 this.ctx.step(|action, now| action.attempt_timed_out(now));
-                Poll::Ready(Some(Ending::TimedOut))
+                Poll::Ready(Some(Err(ErrorKind::AttemptTimeout)))
             }
         }
     }
@@ -597,7 +584,7 @@ where
             Poll::Ready(Ok(())) => {}
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.readiness_failed(now));
-                return Poll::Ready(Some(Ending::Inner(error)));
+                return Poll::Ready(Some(Err(ErrorKind::Inner(error))));
             }
             Poll::Pending => {
                 if !fired(this.timer.as_mut(), cx) {
@@ -638,11 +625,18 @@ where
     }
 }
 
+fn with_report<ResB>(mut response: Response<ResB>, report: Option<Report>) -> Response<ResB> {
+    if let Some(report) = report {
+        response.extensions_mut().insert(report);
+    }
+    response
+}
+
 /// The action stopped between attempts: the last response held during the
 /// wait, or nothing sent at all (a first attempt held off).
 fn held<R, E>(response: Option<R>) -> Ending<R, E> {
     match response {
-        Some(response) => Ending::Response(response),
-        None => Ending::NotSent,
+        Some(response) => Ok(response),
+        None => Err(ErrorKind::NotSent),
     }
 }

@@ -53,6 +53,24 @@ pub(crate) struct Config {
     pub(crate) hold_off: Option<HoldOff>,
     pub(crate) seeds: Option<Arc<Seeds>>,
     pub(crate) observer: Option<SharedObserver>,
+    pub(crate) report_mode: ReportMode,
+}
+
+/// Which responses carry a [`Report`](crate::Report) in their extensions;
+/// see [`RetryBudgetLayer::report_mode`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReportMode {
+    /// Every budgeted response (the default): the caller always learns what
+    /// happened.
+    #[default]
+    Always,
+    /// Only responses of actions that sent more than one attempt, or that
+    /// the caller asked about (a [`ReportSlot`](crate::ReportSlot) in the
+    /// request) or an [`Observer`] watches. A response to a first attempt
+    /// that ended the action carries none: no report is built, which saves
+    /// its allocations on the happy path. Errors always carry their report.
+    WhenRetried,
 }
 
 impl std::fmt::Debug for Config {
@@ -69,6 +87,7 @@ impl std::fmt::Debug for Config {
             .field("hold_off", &self.hold_off)
             .field("seeds", &self.seeds)
             .field("observer", &self.observer)
+            .field("report_mode", &self.report_mode)
             .finish()
     }
 }
@@ -213,6 +232,22 @@ impl RetryBudgetLayer {
     /// [`ActionId`]: crate::ActionId
     pub fn observer(mut self, observer: impl Observer) -> Self {
         self.config().observer = Some(SharedObserver::new(observer));
+        self
+    }
+
+    /// Chooses which responses carry a report: [`ReportMode::Always`] (the
+    /// default) or [`ReportMode::WhenRetried`], for a proxy that counts
+    /// outcomes through an [`Observer`] and would rather not pay for a
+    /// report on every response that needed no retry.
+    ///
+    /// ```
+    /// use tower_retry_budget::{Policy, ReportMode, RetryBudgetLayer};
+    ///
+    /// let layer = RetryBudgetLayer::new(Policy::default()).report_mode(ReportMode::WhenRetried);
+    /// # let _ = layer;
+    /// ```
+    pub fn report_mode(mut self, mode: ReportMode) -> Self {
+        self.config().report_mode = mode;
         self
     }
 

@@ -20,20 +20,30 @@
 //! * the caller leaving (dropping the future, or firing a
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) put in the
 //!   request's extensions) **stops everything**: no task is spawned;
-//! * every step is traced, and the final response carries a
-//!   [`Report`] in its extensions (the last response is
-//!   returned as is, 429 included: it is never turned into an error).
+//! * every step is traced, handed to an [`Observer`] if the layer has one
+//!   (typed [`Event`]s with the request's [`ActionId`]), and the final
+//!   response or error carries a [`Report`] in its extensions (the last
+//!   response is returned as is, 429 included: it is never turned into an
+//!   error); see [`ReportMode`] to leave it out of responses that needed no
+//!   retry;
+//! * no header, setting or readiness result can panic it: time beyond
+//!   tokio's clock means "never", and every ending, readiness errors
+//!   included, goes through the core.
 //!
 //! The rule itself is not here: it is the pure state machine of the
 //! `retry-budget` crate ([`retry_budget::Action`]). This crate only feeds it
 //! tokio's monotonic clock, the calendar clock and the inner service's
-//! results, so tests under tokio's paused clock see exact instants.
+//! results, and obeys its answers (when to start, wait or stop, whether to
+//! copy or move the request, what to tell the client budget and the
+//! hold-off map), so tests under tokio's paused clock see exact instants.
+//! [`Policy`], [`Report`], [`Outcome`], [`Jitter`], [`Event`] and
+//! [`EventKind`] are re-exported here: one `use` line suffices.
 //!
 //! | file | job |
 //! |---|---|
-//! | `layer.rs` | [`RetryBudgetLayer`] |
+//! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action |
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
-//! | `future.rs` | [`ResponseFuture`]: the timer and the attempt loop |
+//! | `future.rs` | [`ResponseFuture`]: the state machine (in flight, waiting, readying), its one timer, the one place an action ends |
 //! | `request.rs` | safe methods, [`Idempotent`], request copies |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
@@ -48,6 +58,7 @@
 //! | `hold_off/` | [`HoldOff`]: a `Retry-After` honoured by the whole client, bounded in time and space |
 //! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
+//! | `grpc_peek/` | [`GrpcTrailersLayer`]: a gRPC status in trailers, seen by the retry layer and the report |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`]: a method allow-list |
 //!
@@ -71,10 +82,9 @@
 //! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`signal`]):
 //!
 //! ```
-//! use retry_budget::Policy;
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{GrpcSignal, Idempotent, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
+//! use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, Policy, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -82,6 +92,7 @@
 //! let stack = ServiceBuilder::new()
 //!     .layer(ReplayBodyLayer::new())
 //!     .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
+//!     .layer(GrpcTrailersLayer::new())
 //!     .map_request(|req: http::Request<ReplayBody<Body>>| req.map(Body::new))
 //!     .service(channel);
 //! let grpc = tonic::client::Grpc::new(stack); // or a generated client's `new(stack)`
@@ -110,6 +121,14 @@
 //!   pushback forbids the retry (gRFC A6), and the action ends as
 //!   `not_retryable`. The trail records the translation
 //!   ([`EventKind::Translated`]).
+//! * **A status in trailers.** An answer that sends its initial metadata
+//!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`], below
+//!   the retry layer, reads the first frame of such an answer so that
+//!   trailers with no message are read like a Trailers-Only head (see
+//!   [`grpc_peek`]). `success` means the service *began an answer* with no
+//!   error status; a stream whose final `grpc-status` is not OK has its
+//!   [`ReportSlot`] report corrected to `not_retryable` when that status
+//!   arrives.
 //! * **Where the report is.** On an OK call, in
 //!   `tonic::Response::extensions()`. A call that ends with a non-OK
 //!   `grpc-status` comes back as a `tonic::Status`, which keeps the headers
@@ -131,9 +150,8 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //! use std::sync::Arc;
 //!
-//! use retry_budget::{Outcome, Policy, Report};
 //! use tower::{service_fn, ServiceBuilder, ServiceExt};
-//! use tower_retry_budget::RetryBudgetLayer;
+//! use tower_retry_budget::{Outcome, Policy, Report, RetryBudgetLayer};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
@@ -182,7 +200,7 @@ mod layer;
 mod observer;
 mod policy;
 pub mod replay;
-pub mod report_slot;
+mod report_slot;
 mod request;
 mod service;
 pub mod signal;
@@ -200,7 +218,7 @@ pub use hold_off::{
     HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
 };
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
-pub use layer::RetryBudgetLayer;
+pub use layer::{ReportMode, RetryBudgetLayer};
 pub use observer::{ActionId, Observer};
 pub use policy::BudgetPolicy;
 pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};

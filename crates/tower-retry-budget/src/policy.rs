@@ -27,9 +27,8 @@
 //!   from the policy still applies, seeded at random per request.
 //!
 //! ```
-//! use retry_budget::Policy;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::BudgetPolicy;
+//! use tower_retry_budget::{BudgetPolicy, Policy};
 //!
 //! # let client = tower::service_fn(|_: http::Request<String>| async {
 //! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -42,6 +41,8 @@
 
 #![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
@@ -54,12 +55,27 @@ use crate::clock::Clock;
 use crate::request;
 
 /// The retry-budget rule as a [`tower::retry::Policy`].
-#[derive(Debug, Clone)]
-pub struct BudgetPolicy<C = SystemCalendar> {
+#[derive(Clone)]
+pub struct BudgetPolicy {
     policy: Policy,
-    calendar: C,
+    /// The calendar clock for HTTP-dates; `None`: the system's.
+    calendar: Option<Arc<dyn Calendar + Send + Sync>>,
     dates: DateReference,
     run: Option<Run>,
+}
+
+impl fmt::Debug for BudgetPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BudgetPolicy")
+            .field("policy", &self.policy)
+            .field(
+                "calendar",
+                &self.calendar.as_ref().map_or("system", |_| "custom"),
+            )
+            .field("dates", &self.dates)
+            .field("run", &self.run)
+            .finish()
+    }
 }
 
 /// The state of one request's action (in the policy copy `Retry` keeps per
@@ -83,22 +99,17 @@ impl BudgetPolicy {
     pub const fn new(policy: Policy) -> Self {
         Self {
             policy,
-            calendar: SystemCalendar,
+            calendar: None,
             dates: DateReference::LocalClock,
             run: None,
         }
     }
-}
 
-impl<C> BudgetPolicy<C> {
-    /// Uses another calendar clock for HTTP-date `Retry-After` values.
-    pub fn calendar<C2>(self, calendar: C2) -> BudgetPolicy<C2> {
-        BudgetPolicy {
-            policy: self.policy,
-            calendar,
-            dates: self.dates,
-            run: None,
-        }
+    /// Uses another calendar clock for HTTP-date `Retry-After` values (read
+    /// only when a response carries a date).
+    pub fn calendar(mut self, calendar: impl Calendar + Send + Sync + 'static) -> Self {
+        self.calendar = Some(Arc::new(calendar));
+        self
     }
 
     /// Chooses what an HTTP-date is measured against.
@@ -108,10 +119,9 @@ impl<C> BudgetPolicy<C> {
     }
 }
 
-impl<B, ResB, E, C> tower::retry::Policy<Request<B>, Response<ResB>, E> for BudgetPolicy<C>
+impl<B, ResB, E> tower::retry::Policy<Request<B>, Response<ResB>, E> for BudgetPolicy
 where
     B: Clone,
-    C: Calendar,
 {
     type Future = Sleep;
 
@@ -130,7 +140,16 @@ where
                         .iter()
                         .map(HeaderValue::as_bytes),
                 );
-                let calendar = self.dates.reading(&self.calendar, response.headers());
+                // The calendar is read only when the core needs it (a date,
+                // alone or among repeated values).
+                let calendar = if retry_after.needs_calendar() {
+                    match &self.calendar {
+                        None => self.dates.reading(&SystemCalendar, response.headers()),
+                        Some(calendar) => self.dates.reading(calendar.as_ref(), response.headers()),
+                    }
+                } else {
+                    None
+                };
                 let status = response.status().as_u16();
                 run.step(|action, now| action.response(now, status, &retry_after, calendar))
             }

@@ -1,41 +1,5 @@
 //! [`ReportSlot`]: the report for callers whose client drops the response's
 //! extensions.
-//!
-//! The layer puts the [`Report`] in the final response's extensions (and in
-//! its [`Error`](crate::Error)). A client on top may not hand those back:
-//! tonic turns a non-OK `grpc-status` into a `tonic::Status`, which keeps the
-//! headers as metadata but not the extensions. A `ReportSlot` put in the
-//! request's extensions is filled with a copy of the report whenever the
-//! action stops, whatever its ending (a response, an error, nothing sent,
-//! or the caller dropping the future: `cancelled`), and read by the caller
-//! afterwards.
-//!
-//! Only budgeted requests have a report: a request that passes through (an
-//! unsafe method not marked [`Idempotent`](crate::Idempotent)) leaves the
-//! slot empty.
-//!
-//! ```
-//! use std::convert::Infallible;
-//! use retry_budget::{Outcome, Policy};
-//! use tower::{service_fn, ServiceBuilder, ServiceExt};
-//! use tower_retry_budget::{ReportSlot, RetryBudgetLayer};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let upstream = service_fn(|_req: http::Request<()>| async {
-//!     Ok::<_, Infallible>(http::Response::new(()))
-//! });
-//! let client = ServiceBuilder::new()
-//!     .layer(RetryBudgetLayer::new(Policy::default()))
-//!     .service(upstream);
-//!
-//! let slot = ReportSlot::new();
-//! let mut request = http::Request::new(());
-//! request.extensions_mut().insert(slot.clone());
-//! let _ = client.oneshot(request).await;
-//! assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
-//! # }
-//! ```
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -43,7 +7,42 @@ use std::sync::{Arc, Mutex, PoisonError};
 use retry_budget::Report;
 
 /// A place for the [`Report`] of one request, shared between the caller and
-/// the layer. See the [module docs](crate::report_slot).
+/// the layer.
+///
+/// The layer puts the [`Report`] in the final response's extensions (and in
+/// its [`Error`](crate::Error)). A client on top may not hand those back:
+/// tonic turns a non-OK `grpc-status` into a `tonic::Status`, which keeps the
+/// headers as metadata but not the extensions. A `ReportSlot` put in the
+/// request's extensions is filled with a copy of the report whenever the
+/// action stops, whatever its ending (a response, an error, nothing sent,
+/// or the caller dropping the future: `cancelled`), and read by the caller
+/// afterwards.
+///
+/// Only budgeted requests have a report: a request that passes through (an
+/// unsafe method not marked [`Idempotent`](crate::Idempotent)) leaves the
+/// slot empty.
+///
+/// ```
+/// use std::convert::Infallible;
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+/// use tower_retry_budget::{Outcome, Policy, ReportSlot, RetryBudgetLayer};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let upstream = service_fn(|_req: http::Request<()>| async {
+///     Ok::<_, Infallible>(http::Response::new(()))
+/// });
+/// let client = ServiceBuilder::new()
+///     .layer(RetryBudgetLayer::new(Policy::default()))
+///     .service(upstream);
+///
+/// let slot = ReportSlot::new();
+/// let mut request = http::Request::new(());
+/// request.extensions_mut().insert(slot.clone());
+/// let _ = client.oneshot(request).await;
+/// assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
+/// # }
+/// ```
 #[derive(Clone, Default)]
 pub struct ReportSlot(Arc<Mutex<Option<Report>>>);
 

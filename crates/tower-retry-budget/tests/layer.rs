@@ -496,3 +496,40 @@ async fn tower_retry_with_the_budget_policy_stops_when_the_wait_does_not_fit() {
     assert_eq!(report_of(&response).outcome, Outcome::BudgetExhausted);
     assert_eq!(inner.call_count(), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn report_mode_when_retried_leaves_out_only_the_unretried_unasked_report() {
+    use tower_retry_budget::{ReportMode, ReportSlot};
+    let layer = RetryBudgetLayer::new(Policy::default()).report_mode(ReportMode::WhenRetried);
+    let inner = Scripted::new(vec![
+        Step::new(0.0, 200, None),
+        Step::new(0.0, 429, Some("1")),
+        Step::new(0.0, 200, None),
+        Step::new(0.0, 404, None),
+        Step::new(0.0, 200, None),
+    ]);
+    let client = ServiceBuilder::new().layer(layer).service(inner);
+
+    // Answered at once: no report built.
+    let plain = client.clone().oneshot(get()).await.unwrap();
+    assert!(plain.extensions().get::<Report>().is_none());
+    // Retried: the report is there.
+    let retried = client.clone().oneshot(get()).await.unwrap();
+    assert_eq!(report_of(&retried).attempts_started, 2);
+    // Not retryable, at once: none either (it needed no retry).
+    let not_found = client.clone().oneshot(get()).await.unwrap();
+    assert_eq!(not_found.status(), 404);
+    assert!(not_found.extensions().get::<Report>().is_none());
+    // Asked for with a slot: in the slot and on the response.
+    let slot = ReportSlot::new();
+    let mut request = get();
+    request.extensions_mut().insert(slot.clone());
+    let asked = client.oneshot(request).await.unwrap();
+    assert_eq!(report_of(&asked).outcome, Outcome::Success);
+    assert_eq!(slot.take().unwrap().outcome, Outcome::Success);
+}
+
+#[test]
+fn the_default_layer_has_the_default_policy() {
+    assert_eq!(RetryBudgetLayer::default().policy(), &Policy::default());
+}

@@ -1,5 +1,6 @@
 //! [`PeekBody`]: the caller's body, with the frame the peek read first put
 //! back in front, and the report corrected when a stream fails after data.
+#![deny(clippy::arithmetic_side_effects)] // time is saturating here too
 
 use std::fmt;
 use std::pin::Pin;
@@ -116,13 +117,14 @@ impl<B: Body> Body for PeekBody<B> {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
         let this = self.project();
-        match std::mem::replace(this.held, Held::Nothing) {
-            Held::Frame(first) => return Poll::Ready(Some(first)),
-            Held::End => {
-                *this.held = Held::End;
-                return Poll::Ready(None);
-            }
+        match this.held {
             Held::Nothing => {}
+            Held::End => return Poll::Ready(None),
+            Held::Frame(_) => {
+                if let Held::Frame(first) = std::mem::replace(this.held, Held::Nothing) {
+                    return Poll::Ready(Some(first));
+                }
+            }
         }
         let frame = ready!(this.inner.poll_frame(cx));
         if this.watch.is_some() {

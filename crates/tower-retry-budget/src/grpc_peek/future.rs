@@ -66,47 +66,61 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut kind = self.project().kind;
-        loop {
-            match kind.as_mut().project() {
-                KindProj::Passthrough { future } => {
-                    let response = ready!(future.poll(cx))?;
+        match kind.as_mut().project() {
+            KindProj::Passthrough { future } => {
+                let response = ready!(future.poll(cx))?;
+                Poll::Ready(Ok(response.map(PeekBody::untouched)))
+            }
+            KindProj::Head { future, slot } => {
+                let mut response = ready!(future.poll(cx))?;
+                let ended = response.body().is_end_stream();
+                let status = response.status();
+                if !head::awaits_status(status, response.headers_mut(), ended) {
                     return Poll::Ready(Ok(response.map(PeekBody::untouched)));
                 }
-                KindProj::Head { future, slot } => {
-                    let mut response = ready!(future.poll(cx))?;
-                    let ended = response.body().is_end_stream();
-                    let status = response.status();
-                    if !head::awaits_status(status, response.headers_mut(), ended) {
-                        return Poll::Ready(Ok(response.map(PeekBody::untouched)));
+                // The first frame is often at hand already: read it now,
+                // without parking the response.
+                let slot = slot.take();
+                match Pin::new(response.body_mut()).poll_frame(cx) {
+                    Poll::Ready(first) => Poll::Ready(Ok(with_first_frame(response, first, slot))),
+                    Poll::Pending => {
+                        kind.set(Kind::FirstFrame {
+                            response: Some(response),
+                            slot,
+                        });
+                        Poll::Pending
                     }
-                    let slot = slot.take();
-                    kind.set(Kind::FirstFrame {
-                        response: Some(response),
-                        slot,
-                    });
                 }
-                KindProj::FirstFrame { response, slot } => {
-                    let body = response
-                        .as_mut()
-                        .expect("ResponseFuture polled after completion")
-                        .body_mut();
-                    let first = ready!(Pin::new(body).poll_frame(cx));
-                    let (mut parts, body) = response
-                        .take()
-                        .expect("ResponseFuture polled after completion")
-                        .into_parts();
-                    // Trailers and no message: the status is known now.
-                    if let Some(trailers) = first
-                        .as_ref()
-                        .and_then(|frame| frame.as_ref().ok())
-                        .and_then(Frame::trailers_ref)
-                    {
-                        head::to_trailers_only(&mut parts.headers, trailers);
-                    }
-                    let body = PeekBody::peeked(body, first, slot.take());
-                    return Poll::Ready(Ok(Response::from_parts(parts, body)));
-                }
+            }
+            KindProj::FirstFrame { response, slot } => {
+                let body = response
+                    .as_mut()
+                    .expect("ResponseFuture polled after completion")
+                    .body_mut();
+                let first = ready!(Pin::new(body).poll_frame(cx));
+                let response = response
+                    .take()
+                    .expect("ResponseFuture polled after completion");
+                Poll::Ready(Ok(with_first_frame(response, first, slot.take())))
             }
         }
     }
+}
+
+/// The response with the frame the peek read put back in front of its body.
+/// Trailers and no message: the status is known now, and the head becomes
+/// its Trailers-Only form.
+fn with_first_frame<B: Body>(
+    mut response: Response<B>,
+    first: Option<Result<Frame<B::Data>, B::Error>>,
+    slot: Option<ReportSlot>,
+) -> Response<PeekBody<B>> {
+    if let Some(trailers) = first
+        .as_ref()
+        .and_then(|frame| frame.as_ref().ok())
+        .and_then(Frame::trailers_ref)
+    {
+        head::to_trailers_only(response.headers_mut(), trailers);
+    }
+    response.map(|body| PeekBody::peeked(body, first, slot))
 }

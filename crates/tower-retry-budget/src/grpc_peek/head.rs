@@ -2,11 +2,15 @@
 //! Trailers-Only form of a head whose status came in trailers.
 
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 
 use crate::signal::{
     GrpcSignal, RetrySignal, GRPC_STATUS, GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS,
 };
+
+// Parsed once: a lookup by `&str` parses the name every time.
+const STATUS: HeaderName = HeaderName::from_static(GRPC_STATUS);
+const FROM: HeaderName = HeaderName::from_static(GRPC_STATUS_FROM);
 
 /// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
 /// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
@@ -30,10 +34,10 @@ pub(super) fn awaits_status(status: StatusCode, headers: &mut HeaderMap, body_en
     if status != StatusCode::OK || !is_grpc(headers) {
         return false;
     }
-    if headers.contains_key(GRPC_STATUS_FROM) {
-        headers.remove(GRPC_STATUS_FROM);
+    if headers.contains_key(&FROM) {
+        headers.remove(&FROM);
     }
-    !body_ended && !headers.contains_key(GRPC_STATUS)
+    !body_ended && !headers.contains_key(&STATUS)
 }
 
 /// A non-OK status in `trailers` that came with no message: the head
@@ -41,7 +45,7 @@ pub(super) fn awaits_status(status: StatusCode, headers: &mut HeaderMap, body_en
 /// metadata, then every trailer field), marked so that the trail says where
 /// the status came from. An OK status (or none) changes nothing.
 pub(super) fn to_trailers_only(headers: &mut HeaderMap, trailers: &HeaderMap) {
-    if !trailers.contains_key(GRPC_STATUS)
+    if !trailers.contains_key(&STATUS)
         || GrpcSignal.read(StatusCode::OK, trailers).status() == StatusCode::OK.as_u16()
     {
         return;
@@ -49,10 +53,7 @@ pub(super) fn to_trailers_only(headers: &mut HeaderMap, trailers: &HeaderMap) {
     for (name, value) in trailers {
         headers.append(name, value.clone());
     }
-    headers.insert(
-        GRPC_STATUS_FROM,
-        HeaderValue::from_static(GRPC_STATUS_FROM_TRAILERS),
-    );
+    headers.insert(FROM, HeaderValue::from_static(GRPC_STATUS_FROM_TRAILERS));
 }
 
 #[cfg(test)]
