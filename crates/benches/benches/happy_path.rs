@@ -132,6 +132,16 @@ fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
             stack(fixtures::retry_budget(pending), 2, false),
         ),
         (
+            "retry_budget_get_when_retried",
+            Method::GET,
+            stack(fixtures::retry_budget_when_retried(instant), 1, false),
+        ),
+        (
+            "retry_budget_get_when_retried_pending",
+            Method::GET,
+            stack(fixtures::retry_budget_when_retried(pending), 2, false),
+        ),
+        (
             "retry_budget_post",
             Method::POST,
             stack(fixtures::retry_budget(instant), 1, false),
@@ -242,7 +252,8 @@ fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
             .expect("a known variant")
     };
     println!(
-        "\ninterleaved: {ROUNDS} rounds x {BATCH} calls per variant, order rotated each round"
+        "\ninterleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} calls per variant, \
+         alternating batch by batch; per round, each variant's median batch"
     );
     println!(
         "  {:<30} {:>8} {:>8} {:>8}",

@@ -27,7 +27,7 @@ use retry_budget_benches::{CALLS, RATIOS, WARM_UP};
 use serde_json::Value;
 
 /// Every variant of `benches/instructions.rs`.
-const VARIANTS: [&str; 12] = [
+const VARIANTS: [&str; 14] = [
     "bare",
     "bare_pending",
     "bare_plus_copy",
@@ -38,6 +38,8 @@ const VARIANTS: [&str; 12] = [
     "tower_retry_timeout_pending",
     "retry_budget_get",
     "retry_budget_get_pending",
+    "retry_budget_get_when_retried",
+    "retry_budget_get_when_retried_pending",
     "retry_budget_post",
     "retry_budget_post_pending",
 ];

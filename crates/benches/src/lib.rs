@@ -21,8 +21,8 @@ use retry_budget::Policy;
 use tower::retry::Retry;
 use tower::timeout::Timeout;
 use tower::util::ServiceFn;
-use tower::{service_fn, Service};
-use tower_retry_budget::RetryBudget;
+use tower::{service_fn, Layer, Service};
+use tower_retry_budget::{ReportMode, RetryBudget, RetryBudgetLayer};
 
 /// Requests sent by every variant of the instruction-count bench in its
 /// measured part; its counts are divided by this to give a per-call figure.
@@ -145,6 +145,18 @@ where
     RetryBudget::new(service_fn(inner), Policy::default())
 }
 
+/// `RetryBudget` with the default policy over `inner`, built by the layer
+/// with [`ReportMode::WhenRetried`]: no report on a response that needed no
+/// retry.
+pub fn retry_budget_when_retried<F, Fut>(inner: F) -> RetryBudget<ServiceFn<F>>
+where
+    F: FnMut(Request<()>) -> Fut,
+{
+    RetryBudgetLayer::new(Policy::default())
+        .report_mode(ReportMode::WhenRetried)
+        .layer(service_fn(inner))
+}
+
 /// Drives one call to completion as a caller would: `poll_ready`, `call`,
 /// then polls until ready (at most `polls` times) with a no-op waker; the
 /// response is returned (dropping it is the caller's business).
@@ -186,7 +198,7 @@ pub struct Ratio {
 }
 
 /// The ratios both benches print, by variant name.
-pub const RATIOS: [Ratio; 6] = [
+pub const RATIOS: [Ratio; 8] = [
     Ratio {
         numerator: "retry_budget_get",
         denominator: "tower_retry",
@@ -194,10 +206,22 @@ pub const RATIOS: [Ratio; 6] = [
         meaning: "instant GET, report delivered",
     },
     Ratio {
+        numerator: "retry_budget_get_when_retried",
+        denominator: "tower_retry",
+        goal: Some(1.05),
+        meaning: "instant GET, ReportMode::WhenRetried",
+    },
+    Ratio {
         numerator: "retry_budget_get_pending",
         denominator: "tower_retry_timeout_pending",
         goal: Some(1.10),
         meaning: "pending-once GET vs retry + timeout",
+    },
+    Ratio {
+        numerator: "retry_budget_get_when_retried_pending",
+        denominator: "tower_retry_timeout_pending",
+        goal: Some(1.10),
+        meaning: "pending-once GET, ReportMode::WhenRetried",
     },
     Ratio {
         numerator: "retry_budget_post",
