@@ -176,7 +176,7 @@ fn main() -> ExitCode {
         "\n  {:<30} {:>12} {:>12}",
         "variant", "instructions", "clock reads"
     );
-    println!("  {:<30} {:>12} {:>12}", "", "per call", "per call");
+    println!("  {:<38} {:>12} {:>12}", "", "per call", "per call");
     let per_call = |name: &str| counts[name] as f64 / CALLS as f64;
     for variant in VARIANTS {
         // Run from the workspace root, as cargo runs the example, the
@@ -185,7 +185,7 @@ fn main() -> ExitCode {
             || "?".to_owned(),
             |n| format!("{:.2}", n as f64 / (CALLS + WARM_UP) as f64),
         );
-        println!("  {variant:<30} {:>12.0} {reads:>12}", per_call(variant));
+        println!("  {variant:<38} {:>12.0} {reads:>12}", per_call(variant));
     }
     println!("\nratios:");
     let mut missed = 0;
