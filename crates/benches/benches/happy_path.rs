@@ -208,7 +208,7 @@ fn print_criterion_medians(names: &[&str], since: SystemTime) {
     }
     println!("\ncriterion medians of this run (ns per call; absolute times, not for ratios):");
     for (name, median) in names.iter().zip(medians) {
-        println!("  {name:<30} {:>8.1}", median.unwrap_or(f64::NAN));
+        println!("  {name:<38} {:>8.1}", median.unwrap_or(f64::NAN));
     }
 }
 
@@ -256,14 +256,14 @@ fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
          alternating batch by batch; per round, each variant's median batch"
     );
     println!(
-        "  {:<30} {:>8} {:>8} {:>8}",
+        "  {:<38} {:>8} {:>8} {:>8}",
         "variant (ns per call)", "median", "min", "max"
     );
     for (i, (name, _, _)) in variants.iter().enumerate() {
         let mut t = times[i].clone();
         t.sort_by(f64::total_cmp);
         println!(
-            "  {name:<30} {:>8.1} {:>8.1} {:>8.1}",
+            "  {name:<38} {:>8.1} {:>8.1} {:>8.1}",
             median(&t),
             t[0],
             t[ROUNDS - 1]

@@ -105,6 +105,18 @@ fn print_sizes() {
             size_of::<tower_retry_budget::ResponseFuture<Inner, ()>>(),
         ),
         (
+            "ResponseFuture (hyper-util client, Full<Bytes> body)",
+            size_of::<
+                tower_retry_budget::ResponseFuture<
+                    hyper_util::client::legacy::Client<
+                        hyper_util::client::legacy::connect::HttpConnector,
+                        http_body_util::Full<bytes::Bytes>,
+                    >,
+                    http_body_util::Full<bytes::Bytes>,
+                >,
+            >(),
+        ),
+        (
             "Request<()> (the copy kept for the retry)",
             size_of::<Request<()>>(),
         ),
@@ -121,6 +133,6 @@ fn print_sizes() {
         ),
         ("retry_budget::Report", size_of::<retry_budget::Report>()),
     ] {
-        println!("  {name:<48} {size:>5}");
+        println!("  {name:<54} {size:>5}");
     }
 }
