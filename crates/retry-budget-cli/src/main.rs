@@ -20,6 +20,7 @@ mod get;
 mod headers;
 mod interrupt;
 mod progress;
+mod proxy;
 mod redact;
 mod replay;
 mod signal_args;
@@ -46,6 +47,9 @@ enum Command {
     /// Play a case of the given schedules on a local server in real time,
     /// and run `get` against it.
     Demo(demo::Args),
+    /// Serve as a reverse proxy (sidecar) that sends every request to the
+    /// upstream through the retry budget, with metrics on an admin address.
+    Proxy(Box<proxy::Args>),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => replay::run(&args),
         Command::Get(args) => get::run(*args),
         Command::Demo(args) => demo::run(&args),
+        Command::Proxy(args) => proxy::run(*args),
     }
 }
 

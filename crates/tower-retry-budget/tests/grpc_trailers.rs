@@ -31,7 +31,7 @@ use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
-use retry_budget::{EventKind, Outcome, Policy, Report};
+use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
 use tokio::time::{Instant, Sleep};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::signal::GRPC_STATUS_FROM;
@@ -180,6 +180,21 @@ fn budgeted_post(slot: &ReportSlot) -> Request<()> {
     request
 }
 
+/// The server delays the planned waits were based on.
+fn server_waits(report: &Report) -> Vec<Duration> {
+    report
+        .events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::WaitPlanned {
+                basis: WaitBasis::Server { requested },
+                ..
+            } => Some(requested),
+            _ => None,
+        })
+        .collect()
+}
+
 fn translations(report: &Report) -> Vec<&str> {
     report
         .events
@@ -223,7 +238,11 @@ async fn trailers_after_initial_metadata_are_retried_after_the_pushback() {
     assert_eq!(report.outcome, Outcome::Success);
     assert_eq!(report.attempts_started, 2);
     assert_eq!(report.starts, [S(0), MS(1500)]);
-    assert_eq!(report.server_requested_wait, Some(MS(1500)));
+    assert_eq!(
+        server_waits(&report),
+        [MS(1500)],
+        "the pushback was the server's delay"
+    );
     assert_eq!(
         translations(&report),
         ["grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1500, in trailers after initial metadata"]
@@ -832,7 +851,11 @@ async fn tonic_initial_metadata_then_resource_exhausted_is_retried_once_after_th
     assert_eq!(report.outcome, Outcome::Success);
     assert_eq!(report.attempts_started, 2);
     assert_eq!(report.last_status, Some(200));
-    assert_eq!(report.server_requested_wait, Some(MS(1000)));
+    assert_eq!(
+        server_waits(&report),
+        [MS(1000)],
+        "the pushback was the server's delay"
+    );
     assert_eq!(response.extensions().get::<Report>(), Some(&report));
     assert_eq!(
         translations(&report),

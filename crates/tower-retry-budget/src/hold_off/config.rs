@@ -33,6 +33,10 @@ pub enum HoldOffError {
         /// The maximum hold asked for.
         max_hold: Duration,
     },
+    /// A hold-off with a shared store must be built inside a tokio
+    /// runtime: it starts the store's task there.
+    #[cfg(feature = "redis")]
+    NoRuntime,
 }
 
 impl fmt::Display for HoldOffError {
@@ -43,6 +47,10 @@ impl fmt::Display for HoldOffError {
                 f,
                 "the hold-off's maximum hold must be between 1 ms and {} s, not {max_hold:?}",
                 MAX_MAX_HOLD.as_secs()
+            ),
+            #[cfg(feature = "redis")]
+            Self::NoRuntime => f.write_str(
+                "a hold-off shared through Redis must be built inside a tokio runtime (it starts the store's task)",
             ),
         }
     }
@@ -71,6 +79,8 @@ impl std::error::Error for HoldOffError {}
 pub struct HoldOffBuilder {
     pub(super) capacity: usize,
     pub(super) max_hold: Duration,
+    #[cfg(feature = "redis")]
+    pub(super) redis: Option<super::redis::RedisStore>,
 }
 
 impl Default for HoldOffBuilder {
@@ -78,6 +88,8 @@ impl Default for HoldOffBuilder {
         Self {
             capacity: DEFAULT_HOLD_OFF_CAPACITY,
             max_hold: DEFAULT_MAX_HOLD,
+            #[cfg(feature = "redis")]
+            redis: None,
         }
     }
 }
@@ -97,13 +109,31 @@ impl HoldOffBuilder {
         self
     }
 
-    /// The map.
+    /// Shares the holds with every process using the same Redis store and
+    /// namespace (the `redis` feature; see [`hold_off::redis`](super::redis)).
+    /// The local map stays the only thing a request reads.
+    #[cfg(feature = "redis")]
+    pub fn redis(mut self, store: super::redis::RedisStore) -> Self {
+        self.redis = Some(store);
+        self
+    }
+
+    /// The map (and, with a shared store, the store's task, started on the
+    /// current tokio runtime).
     ///
     /// # Errors
     ///
-    /// [`HoldOffError::ZeroCapacity`], [`HoldOffError::MaxHoldOutOfRange`].
+    /// [`HoldOffError::ZeroCapacity`], [`HoldOffError::MaxHoldOutOfRange`];
+    /// with a shared store, `HoldOffError::NoRuntime` outside a tokio
+    /// runtime.
     pub fn build(self) -> Result<HoldOff, HoldOffError> {
         self.check()?;
+        #[cfg(feature = "redis")]
+        if let Some(store) = self.redis.clone() {
+            let runtime =
+                tokio::runtime::Handle::try_current().map_err(|_| HoldOffError::NoRuntime)?;
+            return Ok(HoldOff::with_redis(self, store, &runtime));
+        }
         Ok(HoldOff::from_config(self))
     }
 

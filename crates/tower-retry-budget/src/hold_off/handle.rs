@@ -3,13 +3,16 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::config::{HoldOffBuilder, HoldOffError};
 use super::map::{Held, Map};
+#[cfg(feature = "redis")]
+use super::store::Share;
+use super::store::StoreHealth;
 
 /// A bounded map from authority to the instant until which the service asked
 /// the client to wait, each hold cut to a maximum. Clones share one map.
@@ -23,6 +26,9 @@ struct Inner {
     map: Mutex<Map>,
     capacity: usize,
     max_hold: Duration,
+    /// Where holds are shared with other processes, if anywhere.
+    #[cfg(feature = "redis")]
+    shared: Option<Box<dyn Share>>,
 }
 
 impl HoldOff {
@@ -47,6 +53,30 @@ impl HoldOff {
                 map: Mutex::new(Map::new(config.capacity)),
                 capacity: config.capacity,
                 max_hold: config.max_hold,
+                #[cfg(feature = "redis")]
+                shared: None,
+            }),
+        }
+    }
+
+    /// A map whose holds are shared through `store`, whose task starts on
+    /// `runtime`.
+    #[cfg(feature = "redis")]
+    pub(super) fn with_redis(
+        config: HoldOffBuilder,
+        store: super::redis::RedisStore,
+        runtime: &tokio::runtime::Handle,
+    ) -> Self {
+        Self {
+            inner: Arc::new_cyclic(|weak| {
+                let sink = Sink(weak.clone());
+                let publisher = super::redis::start(store, sink, runtime);
+                Inner {
+                    map: Mutex::new(Map::new(config.capacity)),
+                    capacity: config.capacity,
+                    max_hold: config.max_hold,
+                    shared: Some(Box::new(publisher)),
+                }
             }),
         }
     }
@@ -63,11 +93,31 @@ impl HoldOff {
     /// cut to now + the [maximum hold](Self::max_hold), keeping the later
     /// of this and any hold-off already known. Any instant is accepted:
     /// one in the past changes nothing, one beyond the maximum is cut.
+    ///
+    /// With a shared store, a new or lengthened hold is also handed to the
+    /// store (without waiting for it) for the other processes.
     pub fn hold(&self, authority: &str, until: Instant) {
         let key = lowercase(authority);
         let now = Instant::now();
         let until = self.clamp(now, until);
-        let _: Held = self.lock().hold(now, &key, until);
+        let held = self.lock().hold(now, &key, until);
+        #[cfg(feature = "redis")]
+        if let (Held::Lengthened, Some(shared)) = (held, &self.inner.shared) {
+            shared.publish(&key, until.saturating_duration_since(now));
+        }
+        #[cfg(not(feature = "redis"))]
+        let _: Held = held;
+    }
+
+    /// What the shared store (if any) has done, and whether it works now:
+    /// `None` for a map of this process alone. For a metric such as "the
+    /// shared hold-off store is unavailable".
+    pub fn store_health(&self) -> Option<StoreHealth> {
+        #[cfg(feature = "redis")]
+        if let Some(shared) = &self.inner.shared {
+            return Some(shared.health());
+        }
+        None
     }
 
     /// The longest hold kept.
@@ -111,6 +161,28 @@ impl HoldOff {
     }
 }
 
+/// A weak handle on a map, through which a store applies the holds of
+/// other processes (without publishing them again). It keeps nothing alive.
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+#[derive(Clone)]
+pub(crate) struct Sink(Weak<Inner>);
+
+#[cfg_attr(not(feature = "redis"), allow(dead_code))]
+impl Sink {
+    /// Holds `authority` for `hold` from now, cut to the maximum hold;
+    /// `None` once the map is gone.
+    pub(crate) fn apply(&self, authority: &str, hold: Duration) -> Option<()> {
+        let inner = self.0.upgrade()?;
+        let map = HoldOff { inner };
+        let now = Instant::now();
+        let hold = hold.min(map.inner.max_hold);
+        if let Some(until) = crate::clock::after(now, hold) {
+            map.lock().hold(now, &lowercase(authority), until);
+        }
+        Some(())
+    }
+}
+
 /// Keys are lower-case; most already are, so this rarely allocates.
 fn lowercase(authority: &str) -> Cow<'_, str> {
     if authority.bytes().any(|b| b.is_ascii_uppercase()) {
@@ -134,6 +206,7 @@ impl fmt::Debug for HoldOff {
             .field("authorities", &self.len())
             .field("capacity", &self.inner.capacity)
             .field("max_hold", &self.inner.max_hold)
+            .field("store", &self.store_health())
             .finish()
     }
 }

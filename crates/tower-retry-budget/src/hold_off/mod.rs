@@ -53,9 +53,15 @@ mod authority;
 mod config;
 mod handle;
 mod map;
+#[cfg(feature = "redis")]
+pub mod redis;
+mod store;
 
 pub(crate) use authority::authority_of;
 pub use config::{
     HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD, MAX_MAX_HOLD,
 };
 pub use handle::HoldOff;
+#[cfg(feature = "redis")]
+pub use redis::{RedisStore, RedisStoreError, DEFAULT_REDIS_OP_TIMEOUT};
+pub use store::StoreHealth;

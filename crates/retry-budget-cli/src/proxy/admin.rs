@@ -1,0 +1,86 @@
+//! The admin address: `/metrics` (Prometheus text), `/ready` (503 once a
+//! shutdown has begun, so that a load balancer stops sending), `/live`
+//! (200 while the process runs). HTTP/1.1 only, GET and HEAD only.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::CONTENT_TYPE;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use super::metrics::{self, Metrics};
+
+/// What the admin routes read.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Cleared when a shutdown begins.
+    pub ready: Arc<AtomicBool>,
+}
+
+impl Admin {
+    /// Serves the admin routes on `listener` until the process ends.
+    pub async fn serve(self, listener: TcpListener) {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                // Out of file descriptors, most likely: the proxy itself
+                // matters more than its metrics. Try again shortly.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            };
+            let admin = self.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |request| {
+                    let response = admin.route(&request);
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    }
+
+    /// The response to one admin request.
+    pub fn route(&self, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+        if request.method() != Method::GET && request.method() != Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "GET only\n");
+        }
+        match request.uri().path() {
+            "/metrics" => {
+                let mut response = Response::new(Full::new(Bytes::from(self.metrics.encode())));
+                response.headers_mut().insert(
+                    CONTENT_TYPE,
+                    http::HeaderValue::from_static(metrics::CONTENT_TYPE),
+                );
+                response
+            }
+            "/ready" if self.ready.load(Ordering::SeqCst) => text(StatusCode::OK, "ready\n"),
+            "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
+            "/live" => text(StatusCode::OK, "live\n"),
+            _ => text(
+                StatusCode::NOT_FOUND,
+                "not found: /metrics, /ready or /live\n",
+            ),
+        }
+    }
+}
+
+fn text(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}

@@ -1,0 +1,387 @@
+//! The flags of `retry-budget proxy`, and the configuration they make.
+//!
+//! Everything is checked before anything listens: a bad value is one line
+//! naming the flag (exit status 2), never a panic or a proxy that starts
+//! and then refuses every request.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::Uri;
+use retry_budget::{Policy, PolicyError, Ratio};
+use tower_retry_budget::{ClientBudget, ResetSignal};
+
+use crate::signal_args::SignalArgs;
+
+/// The arguments of `retry-budget proxy`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Where every request goes: `http://host:port` or `https://host:port`,
+    /// optionally with a path prefix (`http://api:8080/v1`).
+    #[arg(long, value_name = "URL", value_parser = parse_upstream)]
+    upstream: Upstream,
+    /// The address to serve HTTP/1.1 and h2c on. Loopback unless you ask for
+    /// another address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:15001")]
+    listen: SocketAddr,
+    /// The admin address: /metrics (Prometheus text), /ready, /live.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:15002")]
+    admin: SocketAddr,
+    /// The total budget of each action, counted from its first attempt's
+    /// start (shrunk further by a caller's grpc-timeout or
+    /// x-envoy-upstream-rq-timeout-ms).
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_duration)]
+    budget: Duration,
+    /// The maximum number of attempts per action, the first included.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    max_attempts: u32,
+    /// The per-attempt cap: reserved in full before every attempt, and the
+    /// attempt's deadline.
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = parse_duration)]
+    attempt_timeout: Duration,
+    /// The shortest wait applied to a valid Retry-After.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    min_wait: Duration,
+    /// Trust no calendar clock: a Retry-After date stops with clock_untrusted.
+    #[arg(long)]
+    untrusted_clock: bool,
+    /// Reset headers and spread, as for `get`.
+    #[command(flatten)]
+    signals: SignalArgs,
+    /// At most N upstream attempts in flight; more queue. An action waiting
+    /// between attempts holds no slot. Unlimited if not given.
+    #[arg(long, value_name = "N")]
+    concurrency: Option<NonZeroUsize>,
+    /// Client-wide retry budget: retries may be this percentage of first
+    /// attempts (over a 10 s window) ...
+    #[arg(long, value_name = "PERCENT", default_value_t = 20)]
+    retry_ratio: u32,
+    /// ... plus this many retries per second in reserve.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    retry_reserve: u32,
+    /// Turn the client-wide retry budget off (each action keeps its own).
+    #[arg(long)]
+    no_client_budget: bool,
+    /// Turn the shared hold-off off: a Retry-After then holds back only the
+    /// action that received it, not later first attempts to the upstream.
+    #[arg(long)]
+    no_hold_off: bool,
+    /// Budget requests that arrive with `retry-budget-attempt` greater than
+    /// 1 (retries of a proxy below) too. Without it they are forwarded once,
+    /// so that retries do not multiply across proxies.
+    #[arg(long)]
+    retry_retries: bool,
+    /// On SIGTERM or SIGINT, how long actions in flight may still take
+    /// before they are cancelled. Default: the budget.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    drain: Option<Duration>,
+    /// The format of the one log line per action on stderr.
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Talk HTTP/2 to the upstream (h2c prior knowledge for http://, ALPN h2
+    /// for https://), e.g. for gRPC.
+    #[arg(long)]
+    upstream_http2: bool,
+    /// Trust only the CA certificates in this PEM file for an https://
+    /// upstream (instead of the platform's roots).
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+}
+
+/// The format of the per-action log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `key=value` text.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The upstream: scheme, authority (no userinfo) and path prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// `http` or `https`.
+    pub scheme: Scheme,
+    /// `host[:port]`, never with userinfo.
+    pub authority: Authority,
+    /// The path prefix without its trailing `/` (empty for none).
+    pub prefix: String,
+}
+
+impl Upstream {
+    /// The upstream URI of an incoming request's path and query.
+    ///
+    /// # Errors
+    ///
+    /// Only if the joined text is not a URI, which a valid incoming path
+    /// and a valid prefix cannot produce; the caller answers 400.
+    pub fn uri_for(&self, path: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
+        let tail = path.map_or("/", PathAndQuery::as_str);
+        let joined = if self.prefix.is_empty() {
+            tail.to_owned()
+        } else {
+            format!("{}{tail}", self.prefix)
+        };
+        Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(joined)
+            .build()
+    }
+
+    /// Whether TLS is needed.
+    pub fn is_https(&self) -> bool {
+        self.scheme == Scheme::HTTPS
+    }
+}
+
+impl std::fmt::Display for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}{}", self.scheme, self.authority, self.prefix)
+    }
+}
+
+/// The checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The upstream.
+    pub upstream: Upstream,
+    /// The proxy's address.
+    pub listen: SocketAddr,
+    /// The admin address.
+    pub admin: SocketAddr,
+    /// The policy of an action the caller puts no deadline on.
+    pub policy: Policy,
+    /// Whether the calendar clock is trusted.
+    pub trusted_clock: bool,
+    /// The reset headers to read besides Retry-After, if any was asked for.
+    pub reset: Option<ResetSignal>,
+    /// The gate.
+    pub concurrency: Option<NonZeroUsize>,
+    /// The client-wide retry budget, if on.
+    pub client_budget: Option<ClientBudget>,
+    /// Whether the shared hold-off is on.
+    pub hold_off: bool,
+    /// Whether retries of a proxy below are budgeted too.
+    pub retry_retries: bool,
+    /// How long in-flight actions may take after a shutdown signal.
+    pub drain: Duration,
+    /// The log line format.
+    pub log_format: LogFormat,
+    /// HTTP/2 to the upstream.
+    pub upstream_http2: bool,
+    /// CA certificates for an https:// upstream.
+    pub cacert: Option<PathBuf>,
+}
+
+/// The window of the client-wide retry budget (tower's `TpsBudget` default).
+const RETRY_WINDOW: Duration = Duration::from_secs(10);
+
+impl Args {
+    /// Checks the flags; the error is one line that names the flag.
+    pub fn config(self) -> Result<Config, String> {
+        let policy = Policy::builder()
+            .total_budget(self.budget)
+            .max_attempts(self.max_attempts)
+            .attempt_cap(self.attempt_timeout)
+            .min_wait(self.min_wait)
+            .build()
+            .map_err(|e| {
+                let flag = match e {
+                    PolicyError::ZeroBudget => "--budget",
+                    PolicyError::ZeroAttempts => "--max-attempts",
+                    PolicyError::ZeroAttemptCap | PolicyError::CapExceedsBudget { .. } => {
+                        "--attempt-timeout"
+                    }
+                    _ => "the budget flags",
+                };
+                format!("{flag}: {e}")
+            })?;
+        let policy = self.signals.apply_policy(policy)?;
+        let asked = &self.signals;
+        let reset = (asked.ratelimit_fields
+            || !asked.reset_headers.is_empty()
+            || asked.reset_max_interval.is_some())
+        .then(|| asked.signal(tower_retry_budget::HttpSignal));
+        let client_budget = if self.no_client_budget {
+            None
+        } else {
+            let ratio =
+                Ratio::percent(self.retry_ratio).map_err(|e| format!("--retry-ratio: {e}"))?;
+            Some(
+                ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
+                    .map_err(|e| format!("--retry-ratio: {e}"))?,
+            )
+        };
+        if self.listen == self.admin && self.listen.port() != 0 {
+            return Err(format!(
+                "--admin: {} is also the --listen address; give them different ports",
+                self.admin
+            ));
+        }
+        Ok(Config {
+            upstream: self.upstream,
+            listen: self.listen,
+            admin: self.admin,
+            policy,
+            trusted_clock: !self.untrusted_clock,
+            reset,
+            concurrency: self.concurrency,
+            client_budget,
+            hold_off: !self.no_hold_off,
+            retry_retries: self.retry_retries,
+            drain: self.drain.unwrap_or(self.budget),
+            log_format: self.log_format,
+            upstream_http2: self.upstream_http2,
+            cacert: self.cacert,
+        })
+    }
+}
+
+fn parse_upstream(text: &str) -> Result<Upstream, String> {
+    // Scheme, host and port are checked as for `get`.
+    let uri = crate::url::parse(text)?;
+    let scheme = if uri.scheme() == Some(&Scheme::HTTPS) {
+        Scheme::HTTPS
+    } else {
+        Scheme::HTTP
+    };
+    let authority = uri.authority().ok_or("the URL has no host")?;
+    if authority.as_str().contains('@') {
+        return Err(
+            "the URL has credentials (user:password@): the proxy never sends or logs them; \
+             let the caller send an Authorization header instead"
+                .into(),
+        );
+    }
+    if uri.query().is_some() {
+        return Err("the URL has a query: give only scheme, host, port and a path prefix".into());
+    }
+    Ok(Upstream {
+        scheme,
+        authority: authority.clone(),
+        prefix: uri.path().trim_end_matches('/').to_owned(),
+    })
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn config(list: &[&str]) -> Result<Config, String> {
+        Cli::try_parse_from(std::iter::once("proxy").chain(list.iter().copied()))
+            .map_err(|e| e.to_string())
+            .and_then(|c| c.args.config())
+    }
+
+    #[test]
+    fn defaults_are_loopback_and_the_policy_defaults() {
+        let config = config(&["--upstream", "http://127.0.0.1:9/"]).unwrap();
+        assert_eq!(config.listen, "127.0.0.1:15001".parse().unwrap());
+        assert_eq!(config.admin, "127.0.0.1:15002".parse().unwrap());
+        assert!(config.listen.ip().is_loopback() && config.admin.ip().is_loopback());
+        assert_eq!(config.policy, Policy::default());
+        assert_eq!(config.drain, Policy::default().total_budget());
+        assert!(config.client_budget.is_some() && config.hold_off);
+        assert!(config.reset.is_none(), "no reset header read unless asked");
+        assert!(!config.retry_retries && config.concurrency.is_none());
+        assert_eq!(config.log_format, LogFormat::Text);
+        assert_eq!(config.upstream.prefix, "");
+    }
+
+    #[test]
+    fn flags() {
+        let config = config(&[
+            "--upstream",
+            "https://api.example.com:8443/v1/",
+            "--listen",
+            "0.0.0.0:8080",
+            "--budget",
+            "30s",
+            "--max-attempts",
+            "5",
+            "--attempt-timeout",
+            "2s",
+            "--min-wait",
+            "500ms",
+            "--concurrency",
+            "4",
+            "--no-client-budget",
+            "--no-hold-off",
+            "--retry-retries",
+            "--drain",
+            "5s",
+            "--log-format",
+            "json",
+            "--untrusted-clock",
+            "--reset-header",
+            "x-ratelimit-reset=seconds",
+            "--spread",
+            "250ms",
+        ])
+        .unwrap();
+        assert!(config.reset.is_some());
+        assert_eq!(config.policy.spread(), Duration::from_millis(250));
+        assert_eq!(config.listen, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(config.policy.total_budget(), Duration::from_secs(30));
+        assert_eq!(config.policy.max_attempts(), 5);
+        assert_eq!(config.policy.attempt_cap(), Duration::from_secs(2));
+        assert_eq!(config.policy.min_wait(), Duration::from_millis(500));
+        assert_eq!(config.concurrency, NonZeroUsize::new(4));
+        assert!(config.client_budget.is_none() && !config.hold_off && config.retry_retries);
+        assert_eq!(config.drain, Duration::from_secs(5));
+        assert_eq!(config.log_format, LogFormat::Json);
+        assert!(!config.trusted_clock);
+        assert!(config.upstream.is_https());
+        assert_eq!(config.upstream.prefix, "/v1");
+        let uri = config
+            .upstream
+            .uri_for(Some(&PathAndQuery::from_static("/items?a=1")))
+            .unwrap();
+        assert_eq!(uri, "https://api.example.com:8443/v1/items?a=1");
+    }
+
+    #[test]
+    fn bad_values_name_their_flag() {
+        let err = |list: &[&str]| config(list).unwrap_err();
+        assert!(err(&["--upstream", "ftp://a/"]).contains("http:// or https://"));
+        assert!(err(&["--upstream", "http://u:p@a/"]).contains("credentials"));
+        assert!(err(&["--upstream", "/path"]).contains("no scheme"));
+        assert!(err(&["--upstream", "http://a/?q=1"]).contains("query"));
+        assert!(err(&["--upstream", "http://a:99999/"]).contains("port"));
+        assert!(err(&["--upstream", "http://a/", "--max-attempts", "0"])
+            .starts_with("--max-attempts: "));
+        assert!(
+            err(&["--upstream", "http://a/", "--budget", "1s"]).starts_with("--attempt-timeout: ")
+        );
+        assert!(
+            err(&["--upstream", "http://a/", "--retry-ratio", "0"]).starts_with("--retry-ratio: ")
+        );
+        assert!(err(&["--upstream", "http://a/", "--concurrency", "0"]).contains("concurrency"));
+        assert!(err(&["--upstream", "http://a/", "--drain", "soon"]).contains("duration"));
+        assert!(err(&[
+            "--upstream",
+            "http://a/",
+            "--listen",
+            "127.0.0.1:9000",
+            "--admin",
+            "127.0.0.1:9000"
+        ])
+        .starts_with("--admin: "));
+    }
+}

@@ -1,0 +1,410 @@
+//! One request through the proxy: from the caller's request to the
+//! upstream's (or the proxy's) response, with what happened in
+//! `retry-budget-attempts` and `retry-budget-outcome`, and one log line.
+//!
+//! What is decided here, per request, is only which [`Policy`] applies:
+//!
+//! * the configured one, shrunk to the caller's deadline if it sent one
+//!   ([`deadline::within`], the core's builder);
+//! * one attempt for a request that must go once: a write (not a safe
+//!   method, and no `Idempotency-Key`), or a request that is already a
+//!   retry of a proxy below (`retry-budget-attempt` > 1, unless
+//!   `--retry-retries`), so that retries do not multiply across proxies.
+//!
+//! Every wait, stop and outcome is then the layer's (the core's).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HOST, RETRY_AFTER};
+use http::request::Parts;
+use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
+use http_body_util::{Either, Full};
+use hyper::body::Incoming;
+use retry_budget::{EventKind, Outcome, Policy, Report};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+use tower_retry_budget::{ActionId, Error, ErrorKind, Idempotent, ReportSlot};
+use tracing::Instrument;
+
+use super::args::{Config, LogFormat};
+use super::attempt::{AttemptCounter, ATTEMPT};
+use super::deadline::{self, CallerDeadline};
+use super::hop;
+use super::log::ActionLine;
+use super::redact::redact_uri;
+use super::stack::Stack;
+
+/// `retry-budget-attempts`: on every response, the attempts sent.
+pub const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts");
+/// `retry-budget-outcome`: on every response, how the action ended.
+pub const OUTCOME: HeaderName = HeaderName::from_static("retry-budget-outcome");
+/// `Idempotency-Key`: the caller's mark that a write may be repeated.
+const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// The body of a response to the caller: the upstream's, streamed, or the
+/// proxy's own short text.
+pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+
+/// What every request handler shares.
+#[derive(Debug)]
+pub struct Proxy {
+    /// The configuration.
+    pub config: Config,
+    /// The client stack.
+    pub stack: Stack,
+    /// Fired when the drain time is over: actions still running stop as
+    /// `cancelled`.
+    pub cancel: CancellationToken,
+    /// Numbers actions for the observer (one per request, whatever layer
+    /// instance serves it).
+    next_id: AtomicU64,
+}
+
+impl Proxy {
+    /// The shared state of the handlers.
+    pub fn new(config: Config, stack: Stack) -> Self {
+        Self {
+            config,
+            stack,
+            cancel: CancellationToken::new(),
+            next_id: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Why a request is sent once, without retries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Once {
+    /// Already a retry of a proxy below.
+    AlreadyARetry,
+    /// A write without an idempotency key.
+    Write,
+}
+
+impl Once {
+    const fn as_str(self) -> &'static str {
+        match self {
+            Self::AlreadyARetry => "already_a_retry",
+            Self::Write => "not_idempotent",
+        }
+    }
+}
+
+/// Handles one request; never fails (every failure is a response).
+pub async fn handle(
+    proxy: Arc<Proxy>,
+    request: Request<Incoming>,
+) -> Result<Response<ProxyBody>, Infallible> {
+    let received = Instant::now();
+    let (mut parts, body) = request.into_parts();
+    if parts.method == Method::CONNECT {
+        return Ok(local(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "retry-budget proxy: CONNECT is not supported\n",
+        ));
+    }
+    let Ok(uri) = proxy.config.upstream.uri_for(parts.uri.path_and_query()) else {
+        return Ok(local(
+            StatusCode::BAD_REQUEST,
+            "retry-budget proxy: the request target cannot be sent upstream\n",
+        ));
+    };
+    let incoming_attempt = parts
+        .headers
+        .get(&ATTEMPT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    let once = if incoming_attempt.is_some_and(|n| n > 1) && !proxy.config.retry_retries {
+        Some(Once::AlreadyARetry)
+    } else if !is_safe(&parts.method) && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
+        Some(Once::Write)
+    } else {
+        None
+    };
+    let allowed = deadline::read(&parts.headers);
+    let policy = match policy_of(proxy.config.policy, allowed.map(|a| a.time), once) {
+        Ok(policy) => policy,
+        Err(_) => return Ok(deadline_passed()),
+    };
+
+    prepare(&mut parts, uri, &proxy.config);
+    let counter = match once {
+        Some(Once::AlreadyARetry) => AttemptCounter::starting_at(incoming_attempt.unwrap_or(1)),
+        _ => AttemptCounter::default(),
+    };
+    let slot = ReportSlot::new();
+    let extensions = &mut parts.extensions;
+    extensions.insert(counter.clone());
+    extensions.insert(slot.clone());
+    extensions.insert(proxy.cancel.child_token());
+    if let Some(allowed) = allowed {
+        extensions.insert(CallerDeadline {
+            received,
+            allowed,
+            cap: policy.attempt_cap(),
+        });
+    }
+    if once.is_none() && !is_safe(&parts.method) {
+        // A write with an Idempotency-Key: the caller says every copy is
+        // the same operation.
+        extensions.insert(Idempotent);
+    }
+    extensions.insert(ActionId(proxy.next_id.fetch_add(1, Ordering::Relaxed)));
+
+    let span = tracing::info_span!(
+        target: "retry_budget::proxy",
+        "http.client.action",
+        otel.name = %parts.method,
+        otel.kind = "client",
+        http.request.method = %parts.method,
+        url.full = %redact_uri(&parts.uri),
+        http.response.status_code = tracing::field::Empty,
+        retry_budget.outcome = tracing::field::Empty,
+        retry_budget.attempts = tracing::field::Empty,
+    );
+    let mut pending = Pending {
+        method: parts.method.clone(),
+        url: parts.uri.clone(),
+        received,
+        slot,
+        counter,
+        once,
+        format: proxy.config.log_format,
+        logged: false,
+    };
+    let request = Request::from_parts(parts, body);
+    let result = proxy
+        .stack
+        .service(policy)
+        .oneshot(request)
+        .instrument(span.clone())
+        .await;
+    let response = match result {
+        Ok(response) => relay(response),
+        Err(error) => failed(&error),
+    };
+    if let Some(report) = pending.slot.get() {
+        span.record("retry_budget.outcome", report.outcome.as_str());
+        span.record("retry_budget.attempts", report.attempts_started);
+        if let Some(status) = report.last_status {
+            span.record("http.response.status_code", status);
+        }
+        pending.log(&report);
+    }
+    Ok(response)
+}
+
+/// The policy of one request; see the [module docs](self).
+fn policy_of(
+    base: Policy,
+    allowed: Option<std::time::Duration>,
+    once: Option<Once>,
+) -> Result<Policy, retry_budget::PolicyError> {
+    let policy = match allowed {
+        Some(allowed) => deadline::within(base, allowed)?,
+        None => base,
+    };
+    if once.is_some() {
+        return policy.to_builder().max_attempts(1).build();
+    }
+    Ok(policy)
+}
+
+/// GET, HEAD, OPTIONS, TRACE (RFC 9110 §9.2.1).
+fn is_safe(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
+    )
+}
+
+/// Turns the caller's request head into the upstream's.
+fn prepare(parts: &mut Parts, uri: Uri, config: &Config) {
+    hop::strip_request(&mut parts.headers);
+    if let Ok(host) = HeaderValue::from_str(config.upstream.authority.as_str()) {
+        parts.headers.insert(HOST, host);
+    }
+    parts.uri = uri;
+    parts.version = if config.upstream_http2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+}
+
+/// The upstream's final response, relayed with what happened.
+fn relay(response: Response<Incoming>) -> Response<ProxyBody> {
+    let report = response.extensions().get::<Report>().cloned();
+    let (mut parts, body) = response.into_parts();
+    hop::strip_response(&mut parts.headers);
+    // The version is this hop's: hyper writes its own.
+    parts.version = Version::default();
+    let mut response = Response::from_parts(parts, Either::Left(body));
+    if let Some(report) = &report {
+        tell(&mut response, report.outcome, report.attempts_started);
+    }
+    response
+}
+
+/// The proxy's answer when the action ended without a response.
+fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
+    let report = error.report();
+    let outcome = error.outcome();
+    let status = match error.kind() {
+        ErrorKind::Inner(_) => StatusCode::BAD_GATEWAY,
+        ErrorKind::AttemptTimeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorKind::NotSent if outcome == Outcome::HeldOff => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let text = match (error.kind(), report) {
+        (ErrorKind::Inner(inner), Some(report)) => format!("{report}\nUpstream error: {inner}\n"),
+        (_, Some(report)) => format!("{report}\n"),
+        (_, None) => format!("{error}\n"),
+    };
+    let mut response = local(status, &text);
+    tell(
+        &mut response,
+        outcome,
+        report.map_or(0, |r| r.attempts_started),
+    );
+    if let Some(wait) = report.and_then(held_off_for) {
+        response.headers_mut().insert(RETRY_AFTER, wait);
+    }
+    response
+}
+
+/// For a `held_off` action: how long the upstream's hold-off still runs, as
+/// a `Retry-After` (whole seconds, rounded up), from the core's trail.
+fn held_off_for(report: &Report) -> Option<HeaderValue> {
+    let until = report.events.iter().rev().find_map(|e| match e.kind {
+        EventKind::HeldOff { until } => Some(until),
+        _ => None,
+    })?;
+    let left = until.saturating_sub(report.elapsed);
+    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    Some(HeaderValue::from(secs))
+}
+
+/// Adds `retry-budget-attempts` and `retry-budget-outcome`.
+fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
+    let headers = response.headers_mut();
+    headers.insert(ATTEMPTS, HeaderValue::from(attempts));
+    headers.insert(OUTCOME, HeaderValue::from_static(outcome.as_str()));
+}
+
+/// The caller's deadline had passed before anything could be sent.
+fn deadline_passed() -> Response<ProxyBody> {
+    let mut response = local(
+        StatusCode::GATEWAY_TIMEOUT,
+        "retry-budget proxy: the caller's deadline leaves no time: nothing was sent\n",
+    );
+    tell(&mut response, Outcome::BudgetExhausted, 0);
+    response
+}
+
+/// A short text response of the proxy's own.
+fn local(status: StatusCode, text: &str) -> Response<ProxyBody> {
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(text.to_owned()))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    // Nothing sent, unless the caller says otherwise with `tell`.
+    response
+        .headers_mut()
+        .insert(ATTEMPTS, HeaderValue::from_static("0"));
+    response
+}
+
+/// The log line of an action, written once: when it ends, or, if the
+/// connection is dropped first (the caller left, or the drain time ran
+/// out), when this is dropped.
+struct Pending {
+    method: Method,
+    url: Uri,
+    received: Instant,
+    slot: ReportSlot,
+    counter: AttemptCounter,
+    once: Option<Once>,
+    format: LogFormat,
+    logged: bool,
+}
+
+impl Pending {
+    fn log(&mut self, report: &Report) {
+        self.logged = true;
+        ActionLine::of_report(
+            &self.method,
+            &self.url,
+            report,
+            self.received.elapsed(),
+            self.once.map(Once::as_str),
+        )
+        .write(self.format);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if self.logged {
+            return;
+        }
+        // The layer fills the slot when its future is dropped; if this runs
+        // first, the action was still running: it is cancelled.
+        let line = match self.slot.get() {
+            Some(report) => ActionLine::of_report(
+                &self.method,
+                &self.url,
+                &report,
+                self.received.elapsed(),
+                self.once.map(Once::as_str),
+            ),
+            None => ActionLine {
+                method: &self.method,
+                url: &self.url,
+                outcome: Outcome::Cancelled,
+                attempts: self.counter.sent(),
+                elapsed: self.received.elapsed(),
+                last_status: None,
+                once: self.once.map(Once::as_str),
+            },
+        };
+        line.write(self.format);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_request_that_must_go_once_gets_one_attempt_within_the_deadline() {
+        let base = Policy::default();
+        assert_eq!(policy_of(base, None, None), Ok(base));
+        let once = policy_of(base, None, Some(Once::Write)).unwrap();
+        assert_eq!(once.max_attempts(), 1);
+        assert_eq!(once.total_budget(), base.total_budget());
+        let both = policy_of(
+            base,
+            Some(Duration::from_secs(2)),
+            Some(Once::AlreadyARetry),
+        )
+        .unwrap();
+        assert_eq!(both.max_attempts(), 1);
+        assert_eq!(both.total_budget(), Duration::from_secs(2));
+        assert_eq!(both.attempt_cap(), Duration::from_secs(2));
+        assert!(policy_of(base, Some(Duration::ZERO), None).is_err());
+    }
+
+    #[test]
+    fn safe_methods() {
+        assert!(is_safe(&Method::GET) && is_safe(&Method::HEAD));
+        assert!(!is_safe(&Method::POST) && !is_safe(&Method::DELETE));
+    }
+}

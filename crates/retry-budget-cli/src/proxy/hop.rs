@@ -1,0 +1,138 @@
+//! Hop-by-hop fields (RFC 9110 §7.6.1): what a proxy must not forward.
+//!
+//! Hand-written: neither hyper, http nor tower-http removes them (hyper
+//! handles framing of its own connection, not what a proxy relays), and the
+//! rule is a short list plus the names the `Connection` field lists.
+//!
+//! Removed in both directions: `Connection` and every field it names,
+//! `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding` (hyper frames each
+//! hop itself), `Upgrade` (the proxy does not tunnel upgrades) and `TE`,
+//! except `TE: trailers`, which gRPC needs end to end and HTTP/2 allows.
+//! Also removed: `Proxy-Authorization` from requests (credentials meant
+//! for this proxy, RFC 9110 §11.7.2; it checks none and relays none) and
+//! `Proxy-Authenticate` from responses (a challenge meant for the next proxy
+//! down, not for the caller).
+
+use http::header::{
+    CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRANSFER_ENCODING, UPGRADE,
+};
+use http::{HeaderMap, HeaderName};
+
+/// `Keep-Alive` and `Proxy-Connection` (not in `http`'s constants).
+const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Removes the hop-by-hop fields of a request about to be forwarded.
+pub fn strip_request(headers: &mut HeaderMap) {
+    strip(headers);
+    headers.remove(PROXY_AUTHORIZATION);
+    let trailers = headers
+        .get_all(TE)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(names_trailers));
+    headers.remove(TE);
+    if trailers {
+        headers.insert(TE, http::HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Removes the hop-by-hop fields of a response about to be relayed.
+pub fn strip_response(headers: &mut HeaderMap) {
+    strip(headers);
+    headers.remove(TE);
+    headers.remove(PROXY_AUTHENTICATE);
+}
+
+fn strip(headers: &mut HeaderMap) {
+    // The fields named by Connection first, while it is still there.
+    let named: Vec<HeaderName> = headers
+        .get_all(CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in named {
+        headers.remove(name);
+    }
+    for name in [
+        CONNECTION,
+        KEEP_ALIVE,
+        PROXY_CONNECTION,
+        TRANSFER_ENCODING,
+        UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// Whether a `TE` value lists `trailers` (case-insensitive, parameters
+/// ignored).
+fn names_trailers(value: &str) -> bool {
+    value.split(',').any(|coding| {
+        coding
+            .split(';')
+            .next()
+            .is_some_and(|c| c.trim().eq_ignore_ascii_case("trailers"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::header::{AUTHORIZATION, CONTENT_TYPE, COOKIE};
+    use http::HeaderValue;
+
+    fn map(fields: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in fields {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn request_fields_and_those_connection_names_go() {
+        let mut headers = map(&[
+            ("connection", "keep-alive, X-Secret-Hop"),
+            ("connection", "x-other"),
+            ("x-secret-hop", "1"),
+            ("x-other", "2"),
+            ("keep-alive", "timeout=5"),
+            ("proxy-connection", "keep-alive"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "websocket"),
+            ("te", "gzip"),
+            ("proxy-authorization", "Basic Zm9vOmJhcg=="),
+            ("authorization", "Bearer end-to-end"),
+            ("cookie", "a=b"),
+            ("content-type", "text/plain"),
+        ]);
+        strip_request(&mut headers);
+        let left: Vec<&str> = headers.keys().map(HeaderName::as_str).collect();
+        assert_eq!(left.len(), 3, "{left:?}");
+        assert!(headers.contains_key(AUTHORIZATION));
+        assert!(headers.contains_key(COOKIE));
+        assert!(headers.contains_key(CONTENT_TYPE));
+    }
+
+    #[test]
+    fn te_trailers_is_kept_for_grpc() {
+        let mut headers = map(&[("te", "gzip, Trailers;q=1")]);
+        strip_request(&mut headers);
+        assert_eq!(headers.get(TE).unwrap(), "trailers");
+        let mut response = map(&[("te", "trailers"), ("proxy-authenticate", "Basic")]);
+        strip_response(&mut response);
+        assert!(response.is_empty());
+    }
+
+    #[test]
+    fn a_connection_value_that_is_not_a_name_is_ignored() {
+        let mut headers = map(&[("connection", "close, , bad name"), ("close", "x")]);
+        strip_response(&mut headers);
+        assert!(headers.is_empty());
+    }
+}

@@ -1,0 +1,141 @@
+//! One line per action on stderr: method, redacted URL, outcome, attempts,
+//! elapsed time and last status, as `key=value` text or one JSON object.
+//!
+//! Built from the action's [`Report`] only: no header is ever logged, so
+//! no secret header can be, and the URL goes through
+//! [`redact_uri`](super::redact::redact_uri).
+
+use std::io::Write;
+use std::time::{Duration, SystemTime};
+
+use http::{Method, Uri};
+use retry_budget::{Outcome, Report};
+
+use super::args::LogFormat;
+use super::redact::redact_uri;
+
+/// What one line says.
+#[derive(Debug, Clone)]
+pub struct ActionLine<'a> {
+    /// The request's method.
+    pub method: &'a Method,
+    /// The upstream URL (redacted when written).
+    pub url: &'a Uri,
+    /// How the action ended.
+    pub outcome: Outcome,
+    /// Attempts sent.
+    pub attempts: u32,
+    /// Time since the proxy received the request.
+    pub elapsed: Duration,
+    /// The last status the upstream answered, if any.
+    pub last_status: Option<u16>,
+    /// Why the action was forwarded once without retries, if it was.
+    pub once: Option<&'static str>,
+}
+
+impl<'a> ActionLine<'a> {
+    /// The line of an action that ended with `report`.
+    pub fn of_report(
+        method: &'a Method,
+        url: &'a Uri,
+        report: &Report,
+        elapsed: Duration,
+        once: Option<&'static str>,
+    ) -> Self {
+        Self {
+            method,
+            url,
+            outcome: report.outcome,
+            attempts: report.attempts_started,
+            elapsed,
+            last_status: report.last_status,
+            once,
+        }
+    }
+
+    /// The line, without its newline.
+    pub fn render(&self, format: LogFormat) -> String {
+        let time = humantime::format_rfc3339_millis(SystemTime::now());
+        let elapsed_s = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+        match format {
+            LogFormat::Json => {
+                let mut line = serde_json::json!({
+                    "time": time.to_string(),
+                    "method": self.method.as_str(),
+                    "url": redact_uri(self.url).to_string(),
+                    "outcome": self.outcome.as_str(),
+                    "attempts": self.attempts,
+                    "elapsed_s": elapsed_s,
+                    "last_status": self.last_status,
+                });
+                if let (Some(once), Some(map)) = (self.once, line.as_object_mut()) {
+                    map.insert("forwarded_once".into(), once.into());
+                }
+                line.to_string()
+            }
+            LogFormat::Text => {
+                let status = self
+                    .last_status
+                    .map_or_else(|| "none".to_owned(), |s| s.to_string());
+                let mut line = format!(
+                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s last_status={status}",
+                    self.method,
+                    redact_uri(self.url),
+                    self.outcome,
+                    self.attempts,
+                );
+                if let Some(once) = self.once {
+                    line.push_str(" forwarded_once=");
+                    line.push_str(once);
+                }
+                line
+            }
+        }
+    }
+
+    /// Writes the line to stderr (a closed stderr is not worth failing a
+    /// request for).
+    pub fn write(&self, format: LogFormat) {
+        let mut line = self.render(format);
+        line.push('\n');
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_formats_carry_the_same_facts() {
+        let url: Uri = "http://u:pw@127.0.0.1:9/x?token=t".parse().unwrap();
+        let line = ActionLine {
+            method: &Method::GET,
+            url: &url,
+            outcome: Outcome::Success,
+            attempts: 2,
+            elapsed: Duration::from_millis(1234),
+            last_status: Some(200),
+            once: None,
+        };
+        let text = line.render(LogFormat::Text);
+        assert!(text.ends_with(
+            " GET http://127.0.0.1:9/x?token=REDACTED outcome=success attempts=2 elapsed=1.234s last_status=200"
+        ), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&line.render(LogFormat::Json)).unwrap();
+        assert_eq!(json["url"], "http://127.0.0.1:9/x?token=REDACTED");
+        assert_eq!(json["outcome"], "success");
+        assert_eq!(json["attempts"], 2);
+        assert_eq!(json["elapsed_s"], 1.234);
+        assert_eq!(json["last_status"], 200);
+        assert!(json.get("forwarded_once").is_none());
+        let once = ActionLine {
+            once: Some("already_a_retry"),
+            last_status: None,
+            ..line
+        };
+        assert!(once
+            .render(LogFormat::Text)
+            .ends_with("last_status=none forwarded_once=already_a_retry"));
+    }
+}

@@ -1,0 +1,973 @@
+//! `retry-budget proxy`, run as the built binary between a real hyper client
+//! and a real hyper upstream, all on loopback. The upstream records every
+//! request it sees, so each test says exactly what was sent; every wait is
+//! bounded, and no test asserts a tight upper bound on wall time.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+/// The longest any one step of a test may take before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// What the upstream answers to one request.
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn status(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: format!("status {status}\n").into_bytes(),
+        }
+    }
+
+    fn retry_after(mut self, value: &str) -> Self {
+        self.headers.push(("retry-after", value.to_owned()));
+        self
+    }
+
+    fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+}
+
+/// What the upstream saw of one request.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A loopback upstream answering the n-th request (0-based) to a path with
+/// `reply(path, n)`. It reads each request body in full before answering.
+struct Upstream {
+    addr: SocketAddr,
+    count: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Upstream {
+    fn start(reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(false, reply)
+    }
+
+    /// The same upstream speaking only HTTP/2 (h2c, prior knowledge).
+    fn start_h2(reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
+        Self::serve(true, reply)
+    }
+
+    fn serve(h2: bool, reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        listener.set_nonblocking(true).expect("non-blocking");
+        let addr = listener.local_addr().expect("its address");
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let per_path = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+        let reply = Arc::new(reply);
+        let (c, s) = (count.clone(), seen.clone());
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).expect("tokio");
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (count, seen, per_path, reply) =
+                        (c.clone(), s.clone(), per_path.clone(), reply.clone());
+                    tokio::spawn(async move {
+                        let service = service_fn(move |request: Request<Incoming>| {
+                            let (count, seen, per_path, reply) =
+                                (count.clone(), seen.clone(), per_path.clone(), reply.clone());
+                            async move {
+                                let (parts, body) = request.into_parts();
+                                let path = parts.uri.path().to_owned();
+                                let n = {
+                                    let mut map = per_path.lock().unwrap();
+                                    let n = map.entry(path.clone()).or_insert(0);
+                                    *n += 1;
+                                    *n - 1
+                                };
+                                // Counted as soon as the head is in.
+                                count.fetch_add(1, Ordering::SeqCst);
+                                let body = body
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes())
+                                    .unwrap_or_default();
+                                seen.lock().unwrap().push(Seen {
+                                    method: parts.method.to_string(),
+                                    path: path.clone(),
+                                    headers: parts.headers,
+                                    body,
+                                });
+                                let reply = reply(&path, n);
+                                let mut response =
+                                    Response::new(Full::new(Bytes::from(reply.body)));
+                                *response.status_mut() =
+                                    StatusCode::from_u16(reply.status).unwrap();
+                                for (name, value) in reply.headers {
+                                    response.headers_mut().append(name, value.parse().unwrap());
+                                }
+                                Ok::<_, Infallible>(response)
+                            }
+                        });
+                        let io = TokioIo::new(stream);
+                        let _ = if h2 {
+                            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                                .serve_connection(io, service)
+                                .await
+                        } else {
+                            http1::Builder::new().serve_connection(io, service).await
+                        };
+                    });
+                }
+            });
+        });
+        Self { addr, count, seen }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn count(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until the upstream has seen `n` requests.
+    async fn wait_for(&self, n: usize) {
+        let start = Instant::now();
+        while self.count() < n {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the upstream saw {} of {n}",
+                self.count()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The proxy, as a child process; its stderr is collected line by line.
+struct Proxy {
+    child: Mutex<Child>,
+    addr: SocketAddr,
+    admin: SocketAddr,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proxy {
+    fn start(upstream: &Upstream, flags: &[&str]) -> Self {
+        Self::start_to(&upstream.url(), flags)
+    }
+
+    fn start_to(upstream: &str, flags: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_retry-budget"))
+            .args(["proxy", "--upstream", upstream])
+            .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
+            .args(flags)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary runs");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let mut proxy = Self {
+            child: Mutex::new(child),
+            addr: "127.0.0.1:1".parse().unwrap(),
+            admin: "127.0.0.1:1".parse().unwrap(),
+            lines,
+        };
+        let first = proxy.wait_line("listening on ");
+        let after = |marker: &str, end: char| -> SocketAddr {
+            let rest = &first[first.find(marker).unwrap() + marker.len()..];
+            rest[..rest.find(end).unwrap()].parse().unwrap()
+        };
+        proxy.addr = after("listening on ", ' ');
+        proxy.admin = after("admin on ", ',');
+        proxy
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// The first stderr line containing `needle`, waiting for it.
+    fn wait_line(&self, needle: &str) -> String {
+        let start = Instant::now();
+        loop {
+            if let Some(line) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|l| l.contains(needle))
+            {
+                return line.clone();
+            }
+            let exited = self.child.lock().unwrap().try_wait();
+            if let Ok(Some(status)) = exited {
+                // Give the reader thread a moment to collect the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                if let Some(line) = self
+                    .lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .find(|l| l.contains(needle))
+                {
+                    return line.clone();
+                }
+                panic!(
+                    "the proxy exited ({status}) without {needle:?}:\n{}",
+                    self.stderr()
+                );
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "no {needle:?} on stderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([
+                &format!("-{name}"),
+                &self.child.lock().unwrap().id().to_string(),
+            ])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    fn wait_exit(&self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            let exited = self.child.lock().unwrap().try_wait().expect("try_wait");
+            if let Some(status) = exited {
+                return status;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the proxy did not exit:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The value of one metric line (`name{labels}`), 0 if absent.
+    async fn metric(&self, series: &str) -> f64 {
+        metric(&self.metrics().await, series)
+    }
+
+    async fn metrics(&self) -> String {
+        let answer = send(get(&format!("http://{}/metrics", self.admin))).await;
+        assert_eq!(answer.status, 200);
+        assert!(answer
+            .header("content-type")
+            .starts_with("application/openmetrics-text"));
+        answer.text()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let child = self.child.get_mut().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map_or(0.0, |value| value.trim().parse().unwrap())
+}
+
+/// A response, read in full.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .map_or("", |v| v.to_str().unwrap_or(""))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+fn get(url: &str) -> Request<Full<Bytes>> {
+    Request::get(url).body(Full::new(Bytes::new())).unwrap()
+}
+
+async fn send(request: Request<Full<Bytes>>) -> Answer {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    send_with(&client, request).await
+}
+
+async fn send_with(
+    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
+    request: Request<Full<Bytes>>,
+) -> Answer {
+    let answer = async {
+        let response = client.request(request).await.expect("the proxy answers");
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.expect("the whole body").to_bytes();
+        Answer {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        }
+    };
+    tokio::time::timeout(PATIENCE, answer)
+        .await
+        .expect("an answer in time")
+}
+
+#[tokio::test]
+async fn a_429_then_200_comes_back_with_what_happened_and_is_counted() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("1"),
+        _ => Reply::status(200).body("the resource\n"),
+    });
+    let proxy = Proxy::start(&upstream, &[]);
+    let request = Request::get(proxy.url("/resource?page=2&token=s3cr3t"))
+        .header("authorization", "Bearer end-to-end")
+        .header("proxy-authorization", "Basic Zm9vOmJhcg==")
+        .header("connection", "x-hop")
+        .header("x-hop", "for the proxy only")
+        .header("x-custom", "kept")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let answer = send(request).await;
+
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.text(), "the resource\n");
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(answer.header("retry-budget-outcome"), "success");
+
+    let seen = upstream.seen();
+    assert_eq!(seen.len(), 2);
+    for (i, request) in seen.iter().enumerate() {
+        assert_eq!(request.path, "/resource");
+        assert_eq!(request.header("retry-budget-attempt"), Some(["1", "2"][i]));
+        assert_eq!(
+            request.header("host"),
+            Some(upstream.addr.to_string().as_str())
+        );
+        assert_eq!(request.header("authorization"), Some("Bearer end-to-end"));
+        assert_eq!(request.header("x-custom"), Some("kept"));
+        assert_eq!(request.header("x-hop"), None, "named by Connection");
+        assert_eq!(request.header("proxy-authorization"), None);
+    }
+
+    let line = proxy.wait_line(" outcome=");
+    let expected = format!(
+        " GET http://{}/resource?page=2&token=REDACTED outcome=success attempts=2 elapsed=",
+        upstream.addr
+    );
+    assert!(line.contains(&expected), "{line}");
+    assert!(line.ends_with(" last_status=200"), "{line}");
+    assert!(!proxy.stderr().contains("s3cr3t") && !proxy.stderr().contains("Bearer"));
+
+    let metrics = proxy.metrics().await;
+    let first = metric(
+        &metrics,
+        "retry_budget_upstream_attempts_total{attempt=\"first\"}",
+    );
+    let retries = metric(
+        &metrics,
+        "retry_budget_upstream_attempts_total{attempt=\"retry\"}",
+    );
+    assert_eq!((first, retries), (1.0, 1.0), "{metrics}");
+    assert_eq!(first + retries, upstream.count() as f64);
+    assert_eq!(
+        metric(
+            &metrics,
+            "retry_budget_actions_total{outcome=\"success\",category=\"none\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "retry_budget_upstream_responses_total{status=\"429\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "retry_budget_wait_seconds_count{basis=\"server\"}"
+        ),
+        1.0
+    );
+    assert_eq!(metric(&metrics, "retry_budget_actions_in_flight"), 0.0);
+}
+
+#[tokio::test]
+async fn a_post_is_sent_once_unless_it_has_an_idempotency_key() {
+    let upstream = Upstream::start(|path, n| match (path, n) {
+        ("/keyed", 1..) => Reply::status(201),
+        _ => Reply::status(429).retry_after("1"),
+    });
+    let proxy = Proxy::start(&upstream, &["--no-hold-off"]);
+    let post = |path: &str, body: Vec<u8>| {
+        Request::post(proxy.url(path))
+            .header("content-type", "application/octet-stream")
+            .body(Full::new(Bytes::from(body)))
+            .unwrap()
+    };
+
+    let answer = send(post("/jobs", b"payload".to_vec())).await;
+    assert_eq!(answer.status, 429, "the 429 reaches the caller as sent");
+    assert_eq!(answer.header("retry-after"), "1");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert_eq!(answer.header("retry-budget-outcome"), "attempts_exhausted");
+    assert_eq!(upstream.count(), 1);
+    assert_eq!(upstream.seen()[0].method, "POST");
+    assert_eq!(upstream.seen()[0].body, "payload");
+    assert!(proxy
+        .wait_line("POST ")
+        .ends_with("last_status=429 forwarded_once=not_idempotent"));
+
+    // With a key, the same write is retried, its body replayed in full.
+    let mut keyed = post("/keyed", b"payload".to_vec());
+    keyed
+        .headers_mut()
+        .insert("idempotency-key", "job-7f3a".parse().unwrap());
+    let answer = send(keyed).await;
+    assert_eq!(answer.status, 201);
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    let keyed: Vec<Seen> = upstream
+        .seen()
+        .into_iter()
+        .filter(|s| s.path == "/keyed")
+        .collect();
+    assert_eq!(keyed.len(), 2);
+    assert!(keyed
+        .iter()
+        .all(|s| s.body == "payload" && s.header("idempotency-key") == Some("job-7f3a")));
+
+    // A body over the 64 KiB replay limit goes once, whole, and is not
+    // retried.
+    let big = vec![b'x'; 100 * 1024];
+    let mut large = post("/large", big.clone());
+    large
+        .headers_mut()
+        .insert("idempotency-key", "job-big".parse().unwrap());
+    let answer = send(large).await;
+    assert_eq!(answer.status, 429);
+    assert_eq!(answer.header("retry-budget-outcome"), "not_replayable");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    let large: Vec<Seen> = upstream
+        .seen()
+        .into_iter()
+        .filter(|s| s.path == "/large")
+        .collect();
+    assert_eq!(large.len(), 1);
+    assert_eq!(large[0].body, big);
+}
+
+#[tokio::test]
+async fn a_retry_after_longer_than_the_budget_returns_the_429_at_once() {
+    let upstream = Upstream::start(|_, _| Reply::status(429).retry_after("30"));
+    let proxy = Proxy::start(&upstream, &["--budget", "5s", "--attempt-timeout", "1s"]);
+    let started = Instant::now();
+    let answer = send(get(&proxy.url("/resource"))).await;
+    let took = started.elapsed();
+    assert_eq!(answer.status, 429);
+    assert_eq!(
+        answer.header("retry-after"),
+        "30",
+        "as the upstream sent it"
+    );
+    assert_eq!(answer.text(), "status 429\n");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert_eq!(answer.header("retry-budget-outcome"), "budget_exhausted");
+    assert_eq!(upstream.count(), 1);
+    // Not the 30 s asked for (nor the 5 s budget): returned at once.
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert_eq!(
+        proxy
+            .metric(
+                "retry_budget_actions_total{outcome=\"budget_exhausted\",category=\"rate_limit\"}"
+            )
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_caller_deadline_of_one_second_shrinks_the_budget() {
+    // Every path: 429 with Retry-After: 1, then 200. Without a deadline the
+    // default budget (20 s) retries it; with 1 s left, the retry cannot fit.
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("1"),
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &["--no-hold-off"]);
+
+    let mut request = get(&proxy.url("/grpc"));
+    request
+        .headers_mut()
+        .insert("grpc-timeout", "1S".parse().unwrap());
+    let answer = send(request).await;
+    assert_eq!(answer.status, 429);
+    assert_eq!(answer.header("retry-budget-outcome"), "budget_exhausted");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    let sent = upstream.seen()[0]
+        .header("grpc-timeout")
+        .unwrap()
+        .to_owned();
+    let (value, unit) = sent.split_at(sent.len() - 1);
+    let micros: u64 = value.parse().unwrap();
+    assert_eq!(unit, "u", "{sent}");
+    assert!(
+        micros > 0 && micros <= 1_000_000,
+        "the time left for it: {sent}"
+    );
+
+    let mut request = get(&proxy.url("/envoy"));
+    request
+        .headers_mut()
+        .insert("x-envoy-upstream-rq-timeout-ms", "1000".parse().unwrap());
+    let answer = send(request).await;
+    assert_eq!(answer.header("retry-budget-outcome"), "budget_exhausted");
+    let envoy = upstream.seen()[1].clone();
+    assert_eq!(envoy.path, "/envoy");
+    let ms: u64 = envoy
+        .header("x-envoy-upstream-rq-timeout-ms")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ms > 0 && ms <= 1000, "{ms}");
+    assert_eq!(envoy.header("grpc-timeout"), None);
+
+    // The same upstream, no deadline: retried and answered.
+    let answer = send(get(&proxy.url("/plain"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(upstream.count(), 4);
+}
+
+#[tokio::test]
+async fn a_retry_of_a_proxy_below_is_forwarded_once() {
+    let upstream = Upstream::start(|_, _| Reply::status(429).retry_after("1"));
+    let proxy = Proxy::start(&upstream, &["--no-hold-off", "--log-format", "json"]);
+    let mut request = get(&proxy.url("/resource"));
+    request
+        .headers_mut()
+        .insert("retry-budget-attempt", "2".parse().unwrap());
+    let answer = send(request).await;
+    assert_eq!(answer.status, 429);
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert_eq!(answer.header("retry-budget-outcome"), "attempts_exhausted");
+    assert_eq!(upstream.count(), 1);
+    assert_eq!(
+        upstream.seen()[0].header("retry-budget-attempt"),
+        Some("2"),
+        "it keeps its number, so no proxy further up retries it either"
+    );
+    let line: serde_json::Value =
+        serde_json::from_str(&proxy.wait_line("\"outcome\"")).expect("a JSON log line");
+    assert_eq!(line["outcome"], "attempts_exhausted");
+    assert_eq!(line["forwarded_once"], "already_a_retry");
+    assert_eq!(line["attempts"], 1);
+    assert_eq!(line["last_status"], 429);
+    assert_eq!(line["method"], "GET");
+
+    // Asked to, a proxy budgets such requests too.
+    let retrying = Proxy::start(
+        &upstream,
+        &["--no-hold-off", "--retry-retries", "--max-attempts", "2"],
+    );
+    let mut request = get(&retrying.url("/again"));
+    request
+        .headers_mut()
+        .insert("retry-budget-attempt", "2".parse().unwrap());
+    let answer = send(request).await;
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(upstream.count(), 3);
+}
+
+#[tokio::test]
+async fn the_metrics_match_what_the_upstream_saw() {
+    let upstream = Upstream::start(|path, _| match path {
+        "/ok" => Reply::status(200),
+        "/broken" => Reply::status(500),
+        _ => Reply::status(429).retry_after("1"),
+    });
+    let proxy = Proxy::start(&upstream, &["--no-hold-off", "--max-attempts", "2"]);
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    for path in ["/ok", "/limited", "/broken", "/ok"] {
+        send_with(&client, get(&proxy.url(path))).await;
+    }
+    let write = Request::post(proxy.url("/write"))
+        .body(Full::new(Bytes::from_static(b"w")))
+        .unwrap();
+    send_with(&client, write).await;
+
+    let seen = upstream.seen();
+    let statuses = |status: u16| {
+        seen.iter()
+            .filter(|s| match s.path.as_str() {
+                "/ok" => status == 200,
+                "/broken" => status == 500,
+                _ => status == 429,
+            })
+            .count() as f64
+    };
+    let text = proxy.metrics().await;
+    let m = |series: &str| metric(&text, series);
+    let attempts = m("retry_budget_upstream_attempts_total{attempt=\"first\"}")
+        + m("retry_budget_upstream_attempts_total{attempt=\"retry\"}");
+    assert_eq!(attempts, upstream.count() as f64, "{text}");
+    assert_eq!(upstream.count(), 6, "2 + 2 + 1 + 1 attempts");
+    for status in [200, 429, 500] {
+        let series = format!("retry_budget_upstream_responses_total{{status=\"{status}\"}}");
+        assert_eq!(m(&series), statuses(status), "{series}\n{text}");
+    }
+    assert_eq!(
+        m("retry_budget_actions_total{outcome=\"success\",category=\"none\"}"),
+        2.0
+    );
+    assert_eq!(
+        m("retry_budget_actions_total{outcome=\"attempts_exhausted\",category=\"rate_limit\"}"),
+        2.0,
+        "the GET retried once, the POST sent once"
+    );
+    assert_eq!(
+        m("retry_budget_actions_total{outcome=\"not_retryable\",category=\"server_error\"}"),
+        1.0
+    );
+    assert_eq!(m("retry_budget_action_duration_seconds_count"), 5.0);
+    assert_eq!(m("retry_budget_wait_seconds_count{basis=\"server\"}"), 1.0);
+    assert_eq!(m("retry_budget_actions_in_flight"), 0.0);
+    assert_eq!(m("retry_budget_actions_waiting"), 0.0);
+
+    let ready = send(get(&format!("http://{}/ready", proxy.admin))).await;
+    assert_eq!((ready.status, ready.text().as_str()), (200, "ready\n"));
+    let live = send(get(&format!("http://{}/live", proxy.admin))).await;
+    assert_eq!(live.status, 200);
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_action_in_flight_finish_then_exits_0() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("2"),
+        _ => Reply::status(200).body("after the drain started\n"),
+    });
+    let proxy = Proxy::start(&upstream, &[]);
+    let in_flight = tokio::spawn(send(get(&proxy.url("/resource"))));
+    upstream.wait_for(1).await;
+    // The observer moves the gauges while the action waits.
+    let started = Instant::now();
+    while proxy.metric("retry_budget_actions_waiting").await != 1.0 {
+        assert!(started.elapsed() < PATIENCE, "{}", proxy.metrics().await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(proxy.metric("retry_budget_actions_in_flight").await, 1.0);
+    proxy.signal("TERM");
+    proxy.wait_line("SIGTERM: no new connections");
+
+    // Not ready any more, and no new connection is accepted...
+    let ready = send(get(&format!("http://{}/ready", proxy.admin))).await;
+    assert_eq!(ready.status, 503);
+    assert!(TcpStream::connect(proxy.addr).is_err(), "still accepting");
+
+    // ... but the action in flight is answered after its wait.
+    let answer = in_flight.await.unwrap();
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.text(), "after the drain started\n");
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(answer.header("retry-budget-outcome"), "success");
+    let status = proxy.wait_exit();
+    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+    assert!(proxy.stderr().contains("retry-budget proxy: drained"));
+}
+
+#[tokio::test]
+async fn after_the_drain_time_the_rest_is_cancelled() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("8"),
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &["--drain", "300ms"]);
+    let in_flight = tokio::spawn(send(get(&proxy.url("/resource"))));
+    upstream.wait_for(1).await;
+    proxy.signal("TERM");
+    let answer = in_flight.await.unwrap();
+    assert_eq!(answer.status, 503);
+    assert_eq!(answer.header("retry-budget-outcome"), "cancelled");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    let line = proxy.wait_line(" outcome=");
+    assert!(line.contains(" outcome=cancelled attempts=1 "), "{line}");
+    assert_eq!(proxy.wait_exit().code(), Some(0), "{}", proxy.stderr());
+    assert_eq!(upstream.count(), 1, "nothing more was sent");
+}
+
+#[tokio::test]
+async fn a_slow_client_does_not_hold_other_actions() {
+    const BIG: usize = 32 * 1024 * 1024;
+    let upstream = Upstream::start(|path, _| match path {
+        "/big" => Reply::status(200).body(vec![b'x'; BIG]),
+        _ => Reply::status(200).body("fast\n"),
+    });
+    // Two upstream attempts at a time, at most.
+    let proxy = Proxy::start(&upstream, &["--concurrency", "2"]);
+
+    // One client asks for a large body and never reads it: its action ended
+    // with the response head, so it holds no slot.
+    let mut reader = TcpStream::connect(proxy.addr).unwrap();
+    reader
+        .write_all(b"GET /big HTTP/1.1\r\nhost: proxy\r\n\r\n")
+        .unwrap();
+    // Another sends its headers and then only part of its body: its attempt
+    // is in flight (the upstream waits for the rest), holding one slot.
+    let mut uploader = TcpStream::connect(proxy.addr).unwrap();
+    uploader
+        .write_all(b"PUT /upload HTTP/1.1\r\nhost: proxy\r\ncontent-length: 1000\r\n\r\npartial")
+        .unwrap();
+    upstream.wait_for(2).await;
+
+    for _ in 0..3 {
+        let answer = send(get(&proxy.url("/fast"))).await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.text(), "fast\n");
+    }
+    drop((reader, uploader));
+}
+
+#[tokio::test]
+async fn h2c_callers_are_served_too() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("1"),
+        _ => Reply::status(200).body("over h2c\n"),
+    });
+    let proxy = Proxy::start(&upstream, &[]);
+    let client = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<Full<Bytes>>();
+    let answer = send_with(&client, get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.text(), "over h2c\n");
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(answer.header("retry-budget-outcome"), "success");
+    assert_eq!(upstream.count(), 2);
+}
+
+#[tokio::test]
+async fn a_caller_that_leaves_stops_its_action() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("2"),
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &[]);
+    let mut caller = TcpStream::connect(proxy.addr).unwrap();
+    caller
+        .write_all(b"GET /resource HTTP/1.1\r\nhost: proxy\r\n\r\n")
+        .unwrap();
+    upstream.wait_for(1).await;
+    // Gone during the wait for the retry.
+    drop(caller);
+    let line = proxy.wait_line(" outcome=");
+    assert!(line.contains(" outcome=cancelled attempts=1 "), "{line}");
+    assert!(line.ends_with(" last_status=429"), "{line}");
+    // No retry in the background: the wait would have ended by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(upstream.count(), 1);
+    let text = proxy.metrics().await;
+    assert_eq!(
+        metric(
+            &text,
+            "retry_budget_actions_total{outcome=\"cancelled\",category=\"cancelled\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(metric(&text, "retry_budget_actions_in_flight"), 0.0);
+    assert_eq!(metric(&text, "retry_budget_actions_waiting"), 0.0);
+}
+
+#[tokio::test]
+async fn an_http2_upstream_is_reached_with_upstream_http2() {
+    let upstream = Upstream::start_h2(|_, n| match n {
+        0 => Reply::status(429).retry_after("1"),
+        _ => Reply::status(200).body("from h2\n"),
+    });
+    let proxy = Proxy::start(&upstream, &["--upstream-http2"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.text(), "from h2\n");
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    assert_eq!(upstream.count(), 2);
+    assert!(upstream
+        .seen()
+        .iter()
+        .all(|s| s.header("retry-budget-attempt").is_some()));
+}
+
+#[tokio::test]
+async fn reset_header_flags_are_the_same_as_get() {
+    let upstream = Upstream::start(|_, n| match n {
+        0 => {
+            let mut reply = Reply::status(429);
+            reply.headers.push(("x-ratelimit-reset", "1".to_owned()));
+            reply
+        }
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &["--reset-header", "x-ratelimit-reset=seconds"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 200);
+    assert_eq!(answer.header("retry-budget-attempts"), "2");
+    let text = proxy.metrics().await;
+    // The 1 s the reset header asked, not the 2 s fallback.
+    assert_eq!(
+        metric(
+            &text,
+            "retry_budget_wait_seconds_count{basis=\"reset_header\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "retry_budget_wait_seconds_sum{basis=\"reset_header\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_action_waiting_for_its_retry_holds_no_slot() {
+    let upstream = Upstream::start(|path, n| match (path, n) {
+        ("/limited", 0) => Reply::status(429).retry_after("2"),
+        _ => Reply::status(200).body("done\n"),
+    });
+    // One upstream attempt at a time; no hold-off, so that the 429 holds
+    // back only its own action.
+    let proxy = Proxy::start(&upstream, &["--concurrency", "1", "--no-hold-off"]);
+    let waiting = tokio::spawn(send(get(&proxy.url("/limited"))));
+    upstream.wait_for(1).await;
+    let started = Instant::now();
+    while proxy.metric("retry_budget_actions_waiting").await != 1.0 {
+        assert!(started.elapsed() < PATIENCE, "{}", proxy.metrics().await);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // While it waits its 2 s, another action gets the only slot.
+    let other = send(get(&proxy.url("/other"))).await;
+    assert_eq!(other.status, 200);
+    assert_eq!(other.header("retry-budget-attempts"), "1");
+    assert_eq!(
+        proxy.metric("retry_budget_actions_waiting").await,
+        1.0,
+        "answered during the wait"
+    );
+    let waited = waiting.await.unwrap();
+    assert_eq!(waited.status, 200);
+    assert_eq!(waited.header("retry-budget-attempts"), "2");
+    let paths: Vec<String> = upstream.seen().into_iter().map(|s| s.path).collect();
+    assert_eq!(paths, ["/limited", "/other", "/limited"]);
+}
+
+#[tokio::test]
+async fn with_an_untrusted_clock_a_retry_after_date_stops_the_action() {
+    let upstream =
+        Upstream::start(|_, _| Reply::status(429).retry_after("Wed, 21 Oct 2099 07:28:00 GMT"));
+    let proxy = Proxy::start(&upstream, &["--untrusted-clock", "--no-hold-off"]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 429);
+    assert_eq!(
+        answer.header("retry-after"),
+        "Wed, 21 Oct 2099 07:28:00 GMT"
+    );
+    assert_eq!(answer.header("retry-budget-outcome"), "clock_untrusted");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert_eq!(upstream.count(), 1);
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_502_with_the_report() {
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = Proxy::start_to(&format!("http://127.0.0.1:{port}"), &[]);
+    let answer = send(get(&proxy.url("/resource"))).await;
+    assert_eq!(answer.status, 502);
+    assert_eq!(answer.header("retry-budget-outcome"), "transport_error");
+    assert_eq!(answer.header("retry-budget-attempts"), "1");
+    assert!(
+        answer.text().contains("Category: transport."),
+        "{}",
+        answer.text()
+    );
+    assert!(
+        answer.text().contains("Upstream error: "),
+        "{}",
+        answer.text()
+    );
+}

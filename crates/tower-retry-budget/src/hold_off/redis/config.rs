@@ -1,0 +1,163 @@
+//! [`RedisStore`]: where the shared hold-off lives, checked when it is made.
+
+use std::fmt;
+use std::time::Duration;
+
+/// The default bound on every Redis operation: 50 ms.
+pub const DEFAULT_REDIS_OP_TIMEOUT: Duration = Duration::from_millis(50);
+
+/// The most holds waiting to be published at once; more are dropped (and
+/// counted in [`StoreHealth::dropped`](crate::hold_off::StoreHealth::dropped)).
+pub(super) const QUEUE: usize = 1024;
+
+/// A hold-off store on Redis: where it is, and the namespace of its keys.
+/// Give it to [`HoldOffBuilder::redis`](crate::HoldOffBuilder::redis).
+///
+/// ```
+/// use tower_retry_budget::hold_off::RedisStore;
+///
+/// let store = RedisStore::new("redis://127.0.0.1:6379")?.namespace("tenant-42")?;
+/// assert_eq!(store.to_string(), "redis://127.0.0.1:6379 (namespace tenant-42)");
+///
+/// assert!(RedisStore::new("http://not-redis").is_err());
+/// assert!(RedisStore::new("redis://h:1")?.namespace("a token: secret").is_err());
+/// # Ok::<(), tower_retry_budget::hold_off::RedisStoreError>(())
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(super) client: redis::Client,
+    pub(super) namespace: String,
+    pub(super) op_timeout: Duration,
+}
+
+/// Why a [`RedisStore`] cannot be made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RedisStoreError {
+    /// The URL is not one the `redis` crate can connect to.
+    Url {
+        /// What the `redis` crate said.
+        reason: String,
+    },
+    /// A namespace is 1 to 64 ASCII letters, digits, `.`, `_` or `-` (a
+    /// tenant name or a hash of an API token; never the token itself).
+    Namespace {
+        /// The namespace asked for.
+        namespace: String,
+    },
+    /// The bound on each operation must be between 1 ms and 10 s.
+    OpTimeout {
+        /// The bound asked for.
+        timeout: Duration,
+    },
+}
+
+impl fmt::Display for RedisStoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Url { reason } => write!(f, "not a usable Redis URL: {reason}"),
+            Self::Namespace { namespace } => write!(
+                f,
+                "the hold-off namespace {namespace:?} must be 1 to 64 ASCII letters, digits, '.', '_' or '-'"
+            ),
+            Self::OpTimeout { timeout } => write!(
+                f,
+                "the bound on each Redis operation must be between 1 ms and 10 s, not {timeout:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RedisStoreError {}
+
+impl RedisStore {
+    /// A store at `url` (`redis://[user:password@]host:port[/db]`, or
+    /// `rediss://` with the `redis` crate's TLS features), with no namespace
+    /// and operations bounded by [`DEFAULT_REDIS_OP_TIMEOUT`]. Nothing
+    /// connects yet: the store connects (and reconnects) in its own task
+    /// once the [`HoldOff`](crate::HoldOff) is built.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisStoreError::Url`].
+    pub fn new(url: &str) -> Result<Self, RedisStoreError> {
+        let client = redis::Client::open(url).map_err(|e| RedisStoreError::Url {
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            client,
+            namespace: String::new(),
+            op_timeout: DEFAULT_REDIS_OP_TIMEOUT,
+        })
+    }
+
+    /// Holds are shared only between processes with the same namespace.
+    ///
+    /// # Errors
+    ///
+    /// [`RedisStoreError::Namespace`].
+    pub fn namespace(mut self, namespace: &str) -> Result<Self, RedisStoreError> {
+        let valid = (1..=64).contains(&namespace.len())
+            && namespace
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            return Err(RedisStoreError::Namespace {
+                namespace: namespace.to_owned(),
+            });
+        }
+        self.namespace = namespace.to_owned();
+        Ok(self)
+    }
+
+    /// The bound on every Redis operation (default
+    /// [`DEFAULT_REDIS_OP_TIMEOUT`]).
+    ///
+    /// # Errors
+    ///
+    /// [`RedisStoreError::OpTimeout`].
+    pub fn op_timeout(mut self, timeout: Duration) -> Result<Self, RedisStoreError> {
+        if timeout < Duration::from_millis(1) || timeout > Duration::from_secs(10) {
+            return Err(RedisStoreError::OpTimeout { timeout });
+        }
+        self.op_timeout = timeout;
+        Ok(self)
+    }
+
+    /// The key of `authority`'s hold.
+    pub(super) fn key(&self, authority: &str) -> String {
+        format!("{}{authority}", self.key_prefix())
+    }
+
+    /// What every key of this namespace starts with (no glob character in
+    /// it: namespaces are checked).
+    pub(super) fn key_prefix(&self) -> String {
+        format!("retry-budget:hold-off:{}:", self.namespace)
+    }
+
+    /// The channel holds are announced on.
+    pub(super) fn channel(&self) -> String {
+        format!("retry-budget:hold-off-channel:{}", self.namespace)
+    }
+}
+
+/// Where, never with the password.
+impl fmt::Display for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "redis://{}", self.client.get_connection_info().addr())?;
+        if !self.namespace.is_empty() {
+            write!(f, " (namespace {})", self.namespace)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("at", &self.client.get_connection_info().addr().to_string())
+            .field("namespace", &self.namespace)
+            .field("op_timeout", &self.op_timeout)
+            .finish()
+    }
+}
