@@ -173,7 +173,7 @@ fn main() -> ExitCode {
         started.last().map_or("?", String::as_str)
     );
     println!(
-        "\n  {:<30} {:>12} {:>12}",
+        "\n  {:<38} {:>12} {:>12}",
         "variant", "instructions", "clock reads"
     );
     println!("  {:<38} {:>12} {:>12}", "", "per call", "per call");
