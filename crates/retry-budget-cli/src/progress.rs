@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use retry_budget::{
-    DelaySource, Event, EventKind, Policy, ResetRead, RetryAfterSeen, Secs, StatusSet, WaitBasis,
+    Event, EventKind, Policy, ResetRead, RetryAfterSeen, Secs, StatusSet, WaitBasis,
 };
 use tower_retry_budget::{ActionId, Observer};
 use tracing::field::{Field, Visit};
@@ -253,21 +253,6 @@ impl Progress {
                     WaitBasis::ResetHeader { requested } => {
                         format!("reset header asked {}", Secs(*requested))
                     }
-                    WaitBasis::ServerSpread {
-                        requested,
-                        from,
-                        extra,
-                    } => {
-                        let source = match from {
-                            DelaySource::ResetHeader => "reset header",
-                            _ => "server",
-                        };
-                        format!(
-                            "{source} asked {}, plus a random spread of {}",
-                            Secs(*requested),
-                            Secs(*extra)
-                        )
-                    }
                     other => format!("{other:?}"),
                 };
                 let countdown = Wait {
@@ -373,6 +358,14 @@ impl Progress {
                     None,
                 )
             }
+            EventKind::Spread { attempt: n, extra } => (
+                format!(
+                    "{at} {}: a random spread of {} added on top of the server's delay",
+                    attempt(*n),
+                    Secs(*extra)
+                ),
+                None,
+            ),
             EventKind::StatusAfterData {
                 attempt: n,
                 status,

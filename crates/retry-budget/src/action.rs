@@ -79,7 +79,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{DelaySource, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 use crate::{Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter};
 
 /// What the caller must do next.
@@ -133,7 +133,7 @@ pub struct Action {
     replay_blocked: bool,
     retry_forbidden: bool,
     told: Told,
-    reset_headers: Option<ResetHeaders>,
+    reset_headers: Option<Box<ResetHeaders>>,
 }
 
 impl Action {
@@ -327,7 +327,13 @@ impl Action {
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
         let asked = if retried || status == 429 {
-            self.server_asked(now, retried, retry_after, reset_headers.as_ref(), calendar)
+            self.server_asked(
+                now,
+                retried,
+                retry_after,
+                reset_headers.as_deref(),
+                calendar,
+            )
         } else {
             ServerAsked::Nothing
         };
@@ -366,25 +372,24 @@ impl Action {
         let (wait, basis) = match asked {
             ServerAsked::Unmeasurable => return self.stop(now, Outcome::ClockUntrusted),
             ServerAsked::Wait { requested, from } => {
-                let floored = requested.max(self.policy.min_wait());
+                let basis = match from {
+                    DelaySource::RetryAfter => WaitBasis::Server { requested },
+                    DelaySource::ResetHeader => WaitBasis::ResetHeader { requested },
+                };
+                let mut wait = requested.max(self.policy.min_wait());
                 let spread = self.policy.spread();
-                if spread.is_zero() {
-                    let basis = match from {
-                        DelaySource::RetryAfter => WaitBasis::Server { requested },
-                        DelaySource::ResetHeader => WaitBasis::ResetHeader { requested },
-                    };
-                    (floored, basis)
-                } else {
+                if !spread.is_zero() {
                     let extra = self.uniform(Duration::ZERO, spread);
-                    (
-                        floored.saturating_add(extra),
-                        WaitBasis::ServerSpread {
-                            requested,
-                            from,
+                    wait = wait.saturating_add(extra);
+                    self.push(
+                        now,
+                        EventKind::Spread {
+                            attempt: self.attempts_started,
                             extra,
                         },
-                    )
+                    );
                 }
+                (wait, basis)
             }
             ServerAsked::Nothing => self.fallback(self.attempts_started),
         };
@@ -426,7 +431,7 @@ impl Action {
     /// ```
     pub fn reset_headers(&mut self, headers: ResetHeaders) {
         if matches!(self.phase, Phase::InFlight { .. }) && !headers.is_empty() {
-            self.reset_headers = Some(headers);
+            self.reset_headers = Some(Box::new(headers));
         }
     }
 
@@ -516,9 +521,9 @@ impl Action {
                     now,
                     EventKind::ResetHeader {
                         attempt,
-                        header: value.header().to_owned(),
+                        header: value.header().into(),
                         format: value.format(),
-                        raw: value.raw(),
+                        raw: value.raw().into_boxed_str(),
                         reading,
                     },
                 );
@@ -1046,6 +1051,13 @@ impl Action {
             hold_until,
         }
     }
+}
+
+/// Which header gave a server's delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DelaySource {
+    RetryAfter,
+    ResetHeader,
 }
 
 /// What the server asked in one response, measured at receipt.

@@ -88,4 +88,4 @@ pub use retry_after::{
     Asked, InvalidReason, InvalidRetryAfter, Repeated, RetryAfter, MAX_KEPT_RAW,
 };
 pub use status::StatusSet;
-pub use trail::{DelaySource, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+pub use trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};

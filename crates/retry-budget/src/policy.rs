@@ -158,6 +158,39 @@ impl Policy {
         }
     }
 
+    /// This policy for an action whose caller allows only `allowed` (a
+    /// caller's deadline such as `grpc-timeout`): the total budget shrunk to
+    /// `allowed`, and the per-attempt cap with it if it no longer fits. A
+    /// caller allowing at least the whole budget changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`PolicyError::ZeroBudget`] when the caller allows no time at all.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::Policy;
+    ///
+    /// let s = Duration::from_secs;
+    /// let policy = Policy::default(); // 20 s, 4 s per attempt
+    /// assert_eq!(policy.within(s(60))?, policy);
+    /// let ten = policy.within(s(10))?;
+    /// assert_eq!((ten.total_budget(), ten.attempt_cap()), (s(10), s(4)));
+    /// let one = policy.within(s(1))?;
+    /// assert_eq!((one.total_budget(), one.attempt_cap()), (s(1), s(1)));
+    /// assert!(policy.within(Duration::ZERO).is_err());
+    /// # Ok::<(), retry_budget::PolicyError>(())
+    /// ```
+    pub fn within(self, allowed: Duration) -> Result<Self, PolicyError> {
+        if allowed >= self.total_budget() {
+            return Ok(self);
+        }
+        self.to_builder()
+            .total_budget(allowed)
+            .attempt_cap(self.attempt_cap().min(allowed))
+            .build()
+    }
+
     /// The whole action's budget, counted from the first attempt's start.
     pub const fn total_budget(&self) -> Duration {
         self.total_budget
@@ -553,5 +586,18 @@ mod tests {
             Secs(Duration::from_secs(u64::MAX)).to_string(),
             "more than 584 billion years"
         );
+    }
+
+    #[test]
+    fn the_budget_shrinks_to_what_the_caller_allows() {
+        let base = Policy::default();
+        assert_eq!(base.within(Duration::from_secs(60)), Ok(base));
+        let one = base.within(Duration::from_secs(1)).unwrap();
+        assert_eq!(one.total_budget(), Duration::from_secs(1));
+        assert_eq!(one.attempt_cap(), Duration::from_secs(1));
+        assert_eq!(one.max_attempts(), base.max_attempts());
+        let ten = base.within(Duration::from_secs(10)).unwrap();
+        assert_eq!(ten.attempt_cap(), base.attempt_cap());
+        assert_eq!(base.within(Duration::ZERO), Err(PolicyError::ZeroBudget));
     }
 }

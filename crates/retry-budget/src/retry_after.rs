@@ -176,14 +176,22 @@ impl RetryAfter {
     where
         I: IntoIterator<Item = &'a [u8]>,
     {
-        let mut elements: Vec<&[u8]> = Vec::new();
+        // The first element apart: one value (the common case) allocates
+        // nothing.
+        let mut first: Option<&[u8]> = None;
+        let mut more: Vec<&[u8]> = Vec::new();
         for line in values {
-            split_list(line, &mut elements);
+            split_list(line, |element| match first {
+                None => first = Some(element),
+                Some(_) => more.push(element),
+            });
         }
-        match elements.as_slice() {
-            [] => Self::Missing,
-            [one] => Self::one(one),
-            several => {
+        match (first, more.is_empty()) {
+            (None, _) => Self::Missing,
+            (Some(one), true) => Self::one(one),
+            (Some(one), false) => {
+                more.insert(0, one);
+                let several = more;
                 let raw = keep(&several.join(&b", "[..]));
                 let values: Vec<Self> = several.iter().map(|v| Self::one(v)).collect();
                 if values.iter().any(Self::is_valid) {
@@ -310,15 +318,15 @@ impl RetryAfter {
 /// Splits one field line into its list elements (RFC 9110 §5.6.1): at each
 /// comma, except the comma that follows a weekday name inside an HTTP-date.
 /// Hand-written: no list parser knows about that comma.
-fn split_list<'a>(line: &'a [u8], into: &mut Vec<&'a [u8]>) {
+fn split_list<'a>(line: &'a [u8], mut element: impl FnMut(&'a [u8])) {
     let mut start = 0;
     for (i, byte) in line.iter().enumerate() {
         if *byte == b',' && !ends_with_weekday(&line[start..i]) {
-            into.push(&line[start..i]);
+            element(&line[start..i]);
             start = i + 1;
         }
     }
-    into.push(&line[start..]);
+    element(&line[start..]);
 }
 
 /// Whether `text` ends with a weekday name (`Sun`, `Sunday`, ...) as its

@@ -195,14 +195,28 @@ pub enum EventKind {
         /// 1-based attempt number.
         attempt: u32,
         /// The header's name.
-        header: String,
+        header: Box<str>,
         /// How it was read.
         format: ResetFormat,
         /// The value as received (shortened if long).
-        raw: String,
+        raw: Box<str>,
         /// What it said.
         #[cfg_attr(feature = "serde", serde(flatten))]
         reading: ResetRead,
+    },
+    /// A random spread drawn on top of the server's delay (see
+    /// [`PolicyBuilder::spread`](crate::PolicyBuilder::spread)): the
+    /// [`WaitPlanned`](EventKind::WaitPlanned) that follows waits the
+    /// floored delay plus `extra`.
+    Spread {
+        /// 1-based attempt number of the response that asked.
+        attempt: u32,
+        /// The extra wait drawn, in `[0, spread]`.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "extra_s", serialize_with = "crate::secs::ser")
+        )]
+        extra: Duration,
     },
     /// The action stopped.
     Stopped {
@@ -217,7 +231,8 @@ pub enum EventKind {
 #[cfg_attr(feature = "serde", serde(tag = "source", rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum WaitBasis {
-    /// The server's delay, raised to the local floor if shorter.
+    /// The server's delay, raised to the local floor if shorter (plus a
+    /// [`EventKind::Spread`] just before, if any).
     Server {
         /// The delay the server asked for (for a date: date − calendar time
         /// at receipt, never negative).
@@ -250,7 +265,8 @@ pub enum WaitBasis {
     HoldOff,
     /// The server's delay from a rate-limit reset header (no usable
     /// `Retry-After`, or a shorter one), raised to the local floor if
-    /// shorter. The [`EventKind::ResetHeader`] marked `used` names it.
+    /// shorter (plus a [`EventKind::Spread`] just before, if any). The
+    /// [`EventKind::ResetHeader`] marked `used` names it.
     ResetHeader {
         /// The delay the header asked for.
         #[cfg_attr(
@@ -259,36 +275,6 @@ pub enum WaitBasis {
         )]
         requested: Duration,
     },
-    /// A server's delay raised to the local floor, plus a random spread
-    /// (see [`PolicyBuilder::spread`](crate::PolicyBuilder::spread)).
-    ServerSpread {
-        /// The delay the server asked for.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
-        )]
-        requested: Duration,
-        /// Which header asked for it.
-        from: DelaySource,
-        /// The spread drawn, added on top.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "extra_s", serialize_with = "crate::secs::ser")
-        )]
-        extra: Duration,
-    },
-}
-
-/// Which header gave a server's delay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum DelaySource {
-    /// `Retry-After`.
-    RetryAfter,
-    /// A rate-limit reset header.
-    ResetHeader,
 }
 
 /// What a reset header said, as recorded in the trail.

@@ -89,9 +89,6 @@ pub(crate) fn emit(events: &[Event]) {
                     WaitBasis::ResetHeader { requested } => {
                         ("reset_header", Some(secs(*requested)))
                     }
-                    WaitBasis::ServerSpread { requested, .. } => {
-                        ("server_spread", Some(secs(*requested)))
-                    }
                     _ => ("other", None),
                 };
                 tracing::debug!(
@@ -196,6 +193,12 @@ pub(crate) fn emit(events: &[Event]) {
                     "reset header {header}: {raw} ({reading})"
                 );
             }
+            EventKind::Spread { attempt, extra } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "spread: {} s added on top of the server's delay",
+                secs(*extra)
+            ),
             _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
         }
     }

@@ -244,6 +244,10 @@ async fn trailers_after_initial_metadata_are_retried_after_the_pushback() {
         "the pushback was the server's delay"
     );
     assert_eq!(
+        report.server_requested_wait, None,
+        "the last response (OK) asked for no delay"
+    );
+    assert_eq!(
         translations(&report),
         ["grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1500, in trailers after initial metadata"]
     );
@@ -855,6 +859,10 @@ async fn tonic_initial_metadata_then_resource_exhausted_is_retried_once_after_th
         server_waits(&report),
         [MS(1000)],
         "the pushback was the server's delay"
+    );
+    assert_eq!(
+        report.server_requested_wait, None,
+        "the last response (OK) asked for no delay"
     );
     assert_eq!(response.extensions().get::<Report>(), Some(&report));
     assert_eq!(

@@ -152,7 +152,7 @@ async fn each_reset_header_form_over_the_wire() {
             report.events.iter().any(|e| matches!(
                 &e.kind,
                 EventKind::ResetHeader { header, reading: ResetRead::Wait { used: true, .. }, .. }
-                    if header == name
+                    if &**header == name
             )),
             "{name}: {:?}",
             report.events

@@ -6,7 +6,7 @@
 //! A caller that will give up after 1 s gains nothing from a proxy that
 //! keeps retrying for 20 s: the answer would belong to nobody. So the
 //! caller's deadline shrinks the action's budget, through the core's own
-//! validated builder ([`within`]): the rule (an attempt starts only if its
+//! validated builder (`Policy::within`): the rule (an attempt starts only if its
 //! whole cap fits) stays the core's, it just has less room. Each attempt
 //! sent then carries the time left *for it* in the header the caller used,
 //! so the upstream (or the next proxy) knows it too.
@@ -17,7 +17,6 @@
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use retry_budget::{Policy, PolicyError};
 use tokio::time::Instant;
 
 /// `grpc-timeout`.
@@ -58,22 +57,6 @@ pub fn read(headers: &HeaderMap) -> Option<Allowed> {
         grpc: grpc.is_some(),
         envoy: envoy.is_some(),
     })
-}
-
-/// The policy of an action whose caller allows `allowed`: the base policy,
-/// with its total budget (and its cap, if larger) shrunk to `allowed`.
-///
-/// # Errors
-///
-/// [`PolicyError::ZeroBudget`] when the caller allows no time at all.
-pub fn within(base: Policy, allowed: Duration) -> Result<Policy, PolicyError> {
-    if allowed >= base.total_budget() {
-        return Ok(base);
-    }
-    base.to_builder()
-        .total_budget(allowed)
-        .attempt_cap(base.attempt_cap().min(allowed))
-        .build()
 }
 
 /// Request extension: the caller's deadline, for every attempt to rewrite.
@@ -226,19 +209,6 @@ mod tests {
         );
         assert_eq!(read(&headers(&[(&GRPC_TIMEOUT, "soon")])), None);
         assert_eq!(read(&HeaderMap::new()), None);
-    }
-
-    #[test]
-    fn the_budget_shrinks_to_what_the_caller_allows() {
-        let base = Policy::default();
-        assert_eq!(within(base, Duration::from_secs(60)), Ok(base));
-        let one = within(base, Duration::from_secs(1)).unwrap();
-        assert_eq!(one.total_budget(), Duration::from_secs(1));
-        assert_eq!(one.attempt_cap(), Duration::from_secs(1));
-        assert_eq!(one.max_attempts(), base.max_attempts());
-        let ten = within(base, Duration::from_secs(10)).unwrap();
-        assert_eq!(ten.attempt_cap(), base.attempt_cap());
-        assert_eq!(within(base, Duration::ZERO), Err(PolicyError::ZeroBudget));
     }
 
     #[tokio::test(start_paused = true)]

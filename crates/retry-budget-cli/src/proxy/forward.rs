@@ -5,7 +5,7 @@
 //! What is decided here, per request, is only which [`Policy`] applies:
 //!
 //! * the configured one, shrunk to the caller's deadline if it sent one
-//!   ([`deadline::within`], the core's builder);
+//!   (`Policy::within`, the core's rule);
 //! * one attempt for a request that must go once: a write (not a safe
 //!   method, and no `Idempotency-Key`), or a request that is already a
 //!   retry of a proxy below (`retry-budget-attempt` > 1, unless
@@ -205,7 +205,7 @@ fn policy_of(
     once: Option<Once>,
 ) -> Result<Policy, retry_budget::PolicyError> {
     let policy = match allowed {
-        Some(allowed) => deadline::within(base, allowed)?,
+        Some(allowed) => base.within(allowed)?,
         None => base,
     };
     if once.is_some() {

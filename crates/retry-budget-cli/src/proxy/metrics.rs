@@ -204,7 +204,7 @@ impl Metrics {
             }
             EventKind::WaitPlanned { wait, basis, .. } => {
                 let basis = match basis {
-                    WaitBasis::Server { .. } | WaitBasis::ServerSpread { .. } => "server",
+                    WaitBasis::Server { .. } => "server",
                     WaitBasis::ResetHeader { .. } => "reset_header",
                     WaitBasis::Fallback { .. } | WaitBasis::FallbackJittered { .. } => "fallback",
                     WaitBasis::HoldOff => {
