@@ -24,15 +24,11 @@ use std::hint::black_box;
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use http::{Method, Request};
-use retry_budget_benches::{self as fixtures, copy, drive, request, Instant200, PendingOnce};
+use retry_budget_benches::{
+    self as fixtures, copy, drive, request, Instant200, PendingOnce, CALLS, WARM_UP,
+};
 use tokio::runtime::EnterGuard;
 use tower::Service;
-
-/// Requests sent by every variant in the measured part.
-const CALLS: usize = 1_000;
-/// Calls made in the setup, to warm the allocator, the runtime's timer and
-/// every lazily built structure.
-const WARM_UP: usize = 64;
 
 type Instant = fn(Request<()>) -> Instant200;
 type Pending = fn(Request<()>) -> PendingOnce;
@@ -177,6 +173,18 @@ fn retry_budget_get_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pendi
 }
 
 #[library_benchmark]
+#[bench::instant(prepare(fixtures::retry_budget_when_retried(INSTANT), Method::GET, 1, false))]
+fn retry_budget_get_when_retried(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(prepare(fixtures::retry_budget_when_retried(PENDING), Method::GET, 2, false))]
+fn retry_budget_get_when_retried_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
 #[bench::instant(prepare(fixtures::retry_budget(INSTANT), Method::POST, 1, false))]
 fn retry_budget_post(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
@@ -201,6 +209,8 @@ library_benchmark_group!(
         tower_retry_timeout_pending,
         retry_budget_get,
         retry_budget_get_pending,
+        retry_budget_get_when_retried,
+        retry_budget_get_when_retried_pending,
         retry_budget_post,
         retry_budget_post_pending
     ]

@@ -5,6 +5,14 @@
 //! ```text
 //! cargo run --release -p retry-budget-benches --example memory [N]
 //! ```
+//!
+//! It also prints the sizes of the parts an action holds. Where every heap
+//! byte comes from (per allocation site, at the peak) is what valgrind's
+//! DHAT shows:
+//!
+//! ```text
+//! valgrind --tool=dhat --dhat-out-file=dhat.json target/release/examples/memory 10000
+//! ```
 
 use std::convert::Infallible;
 use std::future::{ready, Future};
@@ -81,4 +89,50 @@ fn main() {
         "per waiting action (request copy, held 429, timer, trail included): {per_action:.0} bytes"
     );
     drop(waiting);
+    print_sizes();
+}
+
+/// The sizes of the parts a waiting action holds (inline, before their own
+/// heap parts such as a header map's table or the trail's buffer).
+fn print_sizes() {
+    type Inner = tower::util::ServiceFn<
+        fn(Request<()>) -> std::future::Ready<Result<Response<()>, Infallible>>,
+    >;
+    println!("sizes (bytes):");
+    for (name, size) in [
+        (
+            "ResponseFuture (this example's inner service)",
+            size_of::<tower_retry_budget::ResponseFuture<Inner, ()>>(),
+        ),
+        (
+            "ResponseFuture (hyper-util client, Full<Bytes> body)",
+            size_of::<
+                tower_retry_budget::ResponseFuture<
+                    hyper_util::client::legacy::Client<
+                        hyper_util::client::legacy::connect::HttpConnector,
+                        http_body_util::Full<bytes::Bytes>,
+                    >,
+                    http_body_util::Full<bytes::Bytes>,
+                >,
+            >(),
+        ),
+        (
+            "Request<()> (the copy kept for the retry)",
+            size_of::<Request<()>>(),
+        ),
+        ("Response<()> (the held 429)", size_of::<Response<()>>()),
+        (
+            "tokio::time::Sleep (the timer)",
+            size_of::<tokio::time::Sleep>(),
+        ),
+        ("retry_budget::Action", size_of::<retry_budget::Action>()),
+        ("retry_budget::Policy", size_of::<Policy>()),
+        (
+            "retry_budget::Event (one trail entry)",
+            size_of::<retry_budget::Event>(),
+        ),
+        ("retry_budget::Report", size_of::<retry_budget::Report>()),
+    ] {
+        println!("  {name:<54} {size:>5}");
+    }
 }

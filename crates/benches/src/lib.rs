@@ -21,8 +21,16 @@ use retry_budget::Policy;
 use tower::retry::Retry;
 use tower::timeout::Timeout;
 use tower::util::ServiceFn;
-use tower::{service_fn, Service};
-use tower_retry_budget::RetryBudget;
+use tower::{service_fn, Layer, Service};
+use tower_retry_budget::{ReportMode, RetryBudget, RetryBudgetLayer};
+
+/// Requests sent by every variant of the instruction-count bench in its
+/// measured part; its counts are divided by this to give a per-call figure.
+pub const CALLS: usize = 1_000;
+
+/// Calls made in the instruction-count bench's setup before the measured
+/// ones (not in its instruction counts, but in callgrind's call counts).
+pub const WARM_UP: usize = 64;
 
 /// A GET or POST with three headers, as a client sends.
 pub fn request(method: Method) -> Request<()> {
@@ -137,6 +145,18 @@ where
     RetryBudget::new(service_fn(inner), Policy::default())
 }
 
+/// `RetryBudget` with the default policy over `inner`, built by the layer
+/// with [`ReportMode::WhenRetried`]: no report on a response that needed no
+/// retry.
+pub fn retry_budget_when_retried<F, Fut>(inner: F) -> RetryBudget<ServiceFn<F>>
+where
+    F: FnMut(Request<()>) -> Fut,
+{
+    RetryBudgetLayer::new(Policy::default())
+        .report_mode(ReportMode::WhenRetried)
+        .layer(service_fn(inner))
+}
+
 /// Drives one call to completion as a caller would: `poll_ready`, `call`,
 /// then polls until ready (at most `polls` times) with a no-op waker; the
 /// response is returned (dropping it is the caller's business).
@@ -163,3 +183,68 @@ where
     }
     panic!("not done after {polls} polls");
 }
+
+/// A ratio of two variants' costs that issue 11 sets a goal for.
+#[derive(Debug, Clone, Copy)]
+pub struct Ratio {
+    /// The variant measured.
+    pub numerator: &'static str,
+    /// What it is compared with.
+    pub denominator: &'static str,
+    /// The goal (at most this), if there is one.
+    pub goal: Option<f64>,
+    /// What the ratio says.
+    pub meaning: &'static str,
+}
+
+/// The ratios both benches print, by variant name.
+pub const RATIOS: [Ratio; 8] = [
+    Ratio {
+        numerator: "retry_budget_get",
+        denominator: "tower_retry",
+        goal: Some(1.30),
+        meaning: "instant GET, report delivered",
+    },
+    Ratio {
+        numerator: "retry_budget_get_when_retried",
+        denominator: "tower_retry",
+        goal: Some(1.05),
+        meaning: "instant GET, ReportMode::WhenRetried",
+    },
+    Ratio {
+        numerator: "retry_budget_get_pending",
+        denominator: "tower_retry_timeout_pending",
+        goal: Some(1.10),
+        meaning: "pending-once GET vs retry + timeout",
+    },
+    Ratio {
+        numerator: "retry_budget_get_when_retried_pending",
+        denominator: "tower_retry_timeout_pending",
+        goal: Some(1.10),
+        meaning: "pending-once GET, ReportMode::WhenRetried",
+    },
+    Ratio {
+        numerator: "retry_budget_post",
+        denominator: "bare",
+        goal: Some(1.05),
+        meaning: "POST passed through, instant",
+    },
+    Ratio {
+        numerator: "retry_budget_post_pending",
+        denominator: "bare_pending",
+        goal: Some(1.05),
+        meaning: "POST passed through, pending once",
+    },
+    Ratio {
+        numerator: "retry_budget_get",
+        denominator: "bare_plus_copy",
+        goal: None,
+        meaning: "instant GET vs the copy floor",
+    },
+    Ratio {
+        numerator: "tower_retry_timeout_pending",
+        denominator: "tower_retry_pending",
+        goal: None,
+        meaning: "what tower's own timeout costs",
+    },
+];
