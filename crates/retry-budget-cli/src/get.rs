@@ -50,7 +50,7 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
+    classify, clock, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -363,8 +363,12 @@ pub async fn fetch_to(
                 Some(out) => {
                     // The body is part of the action: it is read under the
                     // deadline of the attempt that produced it.
-                    let by = body::deadline(report.as_ref(), policy.total_budget());
-                    let deadline = body::instant_at(origin, by);
+                    // (The layer always attaches a report; without one, the
+                    // total budget.)
+                    let by = report
+                        .as_ref()
+                        .map_or(policy.total_budget(), Report::body_deadline);
+                    let deadline = clock::instant_at(origin, by);
                     body::copy(response.into_body(), out, deadline, &cancel).await
                 }
                 None => BodyRead::not_read(),
