@@ -95,7 +95,7 @@ where
         })
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         if !request::may_retry(&request) {
             // Not retryable: no copy, no timer, no report.
             return ResponseFuture::passthrough(self.inner.call(request));
@@ -105,7 +105,7 @@ where
             .hold_off
             .as_ref()
             .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
-        let extras = Extras::of(&request, &self.config, hold_off);
+        let extras = Extras::of(&mut request, &self.config, hold_off);
         let mut ctx = Ctx::new(self.config.clone(), self.inner.clone(), extras);
         if let Some(until) = ctx.held_until() {
             // The service asked the client to wait: the core decides whether
