@@ -318,7 +318,7 @@ pub async fn fetch_to(
     console.line(&format!(
         "{} {}: budget {}, at most {} attempt{}, {} per attempt, waits of at least {}",
         target.method,
-        url::shown(&target.uri),
+        redact::shown_uri(&target.uri),
         retry_budget::Secs(policy.total_budget()),
         policy.max_attempts(),
         if policy.max_attempts() == 1 { "" } else { "s" },
