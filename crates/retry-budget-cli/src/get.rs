@@ -59,7 +59,7 @@ use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, Progress, ProgressLayer, INDENT};
-use crate::signal_args::SignalArgs;
+use crate::signal_args::{parse_duration, SignalArgs};
 use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
@@ -539,11 +539,6 @@ fn no_report_json(interrupted: bool) -> serde_json::Value {
 fn parse_method(text: &str) -> Result<Method, String> {
     Method::from_bytes(text.to_ascii_uppercase().as_bytes())
         .map_err(|_| "not an HTTP method token".to_owned())
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
 }
 
 #[cfg(test)]
