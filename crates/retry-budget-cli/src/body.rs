@@ -3,9 +3,11 @@
 //! The action includes its body: a `200` that dribbles a byte a second, or
 //! a chunked body that never ends, must not keep the command running after
 //! the budget. The body is read under the deadline of the attempt that
-//! produced it: that attempt's reservation end, read from the core's trail
-//! ([`deadline`]), never past the total budget, and mapped to the tokio
-//! clock once ([`instant_at`], saturating: beyond the clock's range is
+//! produced it: that attempt's reservation end, never past the total
+//! budget, as the core's report answers it
+//! ([`retry_budget::Report::body_deadline`]), and mapped to the tokio clock
+//! once by the layer's own saturating mapping
+//! ([`tower_retry_budget::clock::instant_at`]: beyond the clock's range is
 //! "never").
 //!
 //! The copy itself is tokio's [`tokio::io::copy`] from the body (as a
@@ -22,12 +24,10 @@
 use std::error::Error as StdError;
 use std::fmt;
 use std::io;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::Body;
 use http_body_util::{BodyDataStream, BodyExt};
-use retry_budget::{EventKind, Report};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 use tokio_util::io::{InspectWriter, StreamReader};
@@ -130,34 +130,6 @@ impl BodyRead {
     }
 }
 
-/// When the final body must be read by, as elapsed time since the action's
-/// start: the reservation end of the last attempt started (the one whose
-/// response this is), from the report's trail; never past `total_budget`.
-/// Without a report or an attempt in it, the total budget.
-pub fn deadline(report: Option<&Report>, total_budget: Duration) -> Duration {
-    let reserved = report.and_then(|report| {
-        report
-            .events
-            .iter()
-            .rev()
-            .find_map(|event| match event.kind {
-                EventKind::AttemptStarted {
-                    reservation_end, ..
-                } => Some(reservation_end),
-                _ => None,
-            })
-    });
-    reserved.map_or(total_budget, |end| end.min(total_budget))
-}
-
-/// `origin + elapsed` on the tokio clock, or `None` ("never") if that is
-/// beyond the clock's range. The only place the CLI maps elapsed time to an
-/// instant (the adapter's own mapping, its `clock.rs`, is private to it).
-#[allow(clippy::disallowed_methods)] // the one place allowed to
-pub fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
-    origin.checked_add(elapsed)
-}
-
 /// A body read error, told apart from the output's errors after the copy.
 #[derive(Debug)]
 struct ReadError(Box<dyn StdError + Send + Sync>);
@@ -235,10 +207,11 @@ async fn within<F: std::future::Future>(
 mod tests {
     use std::pin::Pin;
     use std::task::{Context, Poll};
+    use std::time::Duration;
 
     use http_body::Frame;
     use http_body_util::Full;
-    use retry_budget::{Action, Policy, RetryAfter};
+    use tower_retry_budget::clock::instant_at;
 
     use super::*;
 
@@ -261,32 +234,6 @@ mod tests {
                 .poll_tick(cx)
                 .map(|_| Some(Ok(Frame::data(Bytes::from_static(b"x")))))
         }
-    }
-
-    #[test]
-    fn the_deadline_is_the_last_attempts_reservation_end() {
-        let policy = Policy::builder()
-            .total_budget(secs(10))
-            .attempt_cap(secs(2))
-            .build()
-            .unwrap();
-        let mut action = Action::new(policy);
-        let _ = action.attempt_started(secs(0));
-        let _ = action.response(secs(1), 429, &RetryAfter::Seconds(secs(1)), None);
-        let _ = action.timer_woke(secs(2));
-        let _ = action.attempt_started(secs(2));
-        let _ = action.response(secs(3), 200, &RetryAfter::Missing, None);
-        let report = action.report().expect("the action has ended");
-        assert_eq!(deadline(Some(&report), secs(10)), secs(4));
-        assert_eq!(deadline(Some(&report), secs(3)), secs(3));
-        assert_eq!(deadline(None, secs(10)), secs(10));
-    }
-
-    #[test]
-    fn beyond_the_clocks_range_is_never() {
-        let now = Instant::now();
-        assert_eq!(instant_at(now, secs(2)), Some(now + secs(2)));
-        assert_eq!(instant_at(now, Duration::MAX), None);
     }
 
     #[tokio::test(start_paused = true)]

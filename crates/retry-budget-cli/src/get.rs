@@ -50,7 +50,7 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
+    classify, clock, Error, ErrorKind, Idempotent, RetryBudgetLayer, UntrustedCalendar,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -59,7 +59,7 @@ use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, Progress, ProgressLayer, INDENT};
-use crate::signal_args::SignalArgs;
+use crate::signal_args::{parse_duration, SignalArgs};
 use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
@@ -318,7 +318,7 @@ pub async fn fetch_to(
     console.line(&format!(
         "{} {}: budget {}, at most {} attempt{}, {} per attempt, waits of at least {}",
         target.method,
-        url::shown(&target.uri),
+        redact::shown_uri(&target.uri),
         retry_budget::Secs(policy.total_budget()),
         policy.max_attempts(),
         if policy.max_attempts() == 1 { "" } else { "s" },
@@ -363,8 +363,12 @@ pub async fn fetch_to(
                 Some(out) => {
                     // The body is part of the action: it is read under the
                     // deadline of the attempt that produced it.
-                    let by = body::deadline(report.as_ref(), policy.total_budget());
-                    let deadline = body::instant_at(origin, by);
+                    // (The layer always attaches a report; without one, the
+                    // total budget.)
+                    let by = report
+                        .as_ref()
+                        .map_or(policy.total_budget(), Report::body_deadline);
+                    let deadline = clock::instant_at(origin, by);
                     body::copy(response.into_body(), out, deadline, &cancel).await
                 }
                 None => BodyRead::not_read(),
@@ -535,11 +539,6 @@ fn no_report_json(interrupted: bool) -> serde_json::Value {
 fn parse_method(text: &str) -> Result<Method, String> {
     Method::from_bytes(text.to_ascii_uppercase().as_bytes())
         .map_err(|_| "not an HTTP method token".to_owned())
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
 }
 
 #[cfg(test)]

@@ -1,11 +1,23 @@
-//! What the command may show of what the user gave it: never a secret,
-//! never a raw control character.
+//! What the command may show of what the user gave it, and what the proxy
+//! may log of what it forwards: never a secret, never a raw control
+//! character.
 //!
 //! Every usage error goes through [`escape`] (so a message stays one line
 //! and cannot drive the terminal), and clap's errors, which may quote any
 //! argument, through [`scrub`] first. The typed paths (headers, URLs) never
 //! put a secret in a message in the first place: see [`crate::headers`] and
 //! [`crate::url`].
+//!
+//! A URL has two rules, because two readers see it:
+//!
+//! | function | reader | userinfo | query |
+//! |---|---|---|---|
+//! | [`shown_uri`] | the person who typed it (`get`'s first line) | `user:***@`, a lone user name (often a token) `***@`: they see which credentials were sent | as typed |
+//! | [`logged_uri`] | whoever reads the proxy's logs and spans | removed | the value of a parameter whose name says it is a secret (`api_key`, `token`, `sig`, ...) is `REDACTED` |
+
+use std::fmt;
+
+use http::Uri;
 
 use crate::headers::Sensitive;
 
@@ -66,16 +78,103 @@ pub fn scrub(message: &str, args: &[String]) -> String {
     text
 }
 
-/// The secret part of a URL's userinfo in `arg`: the password, or the
-/// whole userinfo when it has none.
+/// The secret part of a URL's userinfo in `arg`.
 fn userinfo_secret(arg: &str) -> Option<&str> {
     let (_, rest) = arg.split_once("://")?;
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let (userinfo, _) = authority.rsplit_once('@')?;
-    let secret = userinfo
-        .split_once(':')
-        .map_or(userinfo, |(_, password)| password);
+    let (userinfo, _) = split_userinfo(authority)?;
+    let (_, secret) = user_and_secret(userinfo);
     (!secret.is_empty()).then_some(secret)
+}
+
+/// An authority's userinfo and the rest (`user:pw@host:port` → `user:pw`,
+/// `host:port`), if it has userinfo.
+fn split_userinfo(authority: &str) -> Option<(&str, &str)> {
+    authority.rsplit_once('@')
+}
+
+/// The user name that may be shown, and the secret, of a userinfo: the
+/// password, or the whole userinfo when it has none (a lone user name is
+/// often a token).
+fn user_and_secret(userinfo: &str) -> (Option<&str>, &str) {
+    match userinfo.split_once(':') {
+        Some((user, password)) => (Some(user), password),
+        None => (None, userinfo),
+    }
+}
+
+/// The URL as shown to the person who gave it: the password replaced by
+/// `***`, a lone user name too; control characters escaped.
+pub fn shown_uri(uri: &Uri) -> String {
+    let text = uri.to_string();
+    let Some(authority) = uri.authority() else {
+        return escape(&text);
+    };
+    let Some((userinfo, host_port)) = split_userinfo(authority.as_str()) else {
+        return escape(&text);
+    };
+    let hidden = match user_and_secret(userinfo) {
+        (Some(user), _) => format!("{user}:***@{host_port}"),
+        (None, _) => format!("***@{host_port}"),
+    };
+    escape(&text.replacen(authority.as_str(), &hidden, 1))
+}
+
+/// Query parameter names (lower case, matched as substrings) whose values
+/// are never logged.
+const SECRET_PARAMS: [&str; 10] = [
+    "token",
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "auth",
+    "sig",
+    "session",
+    "credential",
+    "code",
+];
+
+/// A URI for logs and spans: no userinfo, no value of a secret-looking
+/// query parameter (see the [module docs](self)).
+pub const fn logged_uri(uri: &Uri) -> LoggedUri<'_> {
+    LoggedUri(uri)
+}
+
+/// The [`Display`](fmt::Display) of [`logged_uri`].
+pub struct LoggedUri<'a>(&'a Uri);
+
+impl fmt::Display for LoggedUri<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let uri = self.0;
+        if let Some(scheme) = uri.scheme_str() {
+            write!(f, "{scheme}://")?;
+        }
+        if let Some(authority) = uri.authority() {
+            let text = authority.as_str();
+            let host = split_userinfo(text).map_or(text, |(_, host)| host);
+            f.write_str(host)?;
+        }
+        f.write_str(uri.path())?;
+        if let Some(query) = uri.query() {
+            f.write_str("?")?;
+            for (i, pair) in query.split('&').enumerate() {
+                if i > 0 {
+                    f.write_str("&")?;
+                }
+                match pair.split_once('=') {
+                    Some((name, _)) if is_secret_param(name) => write!(f, "{name}=REDACTED")?,
+                    _ => f.write_str(pair)?,
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn is_secret_param(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    SECRET_PARAMS.iter().any(|secret| name.contains(secret))
 }
 
 #[cfg(test)]
@@ -84,6 +183,40 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn logged(text: &str) -> String {
+        logged_uri(&text.parse().unwrap()).to_string()
+    }
+
+    fn shown(text: &str) -> String {
+        shown_uri(&text.parse().unwrap())
+    }
+
+    #[test]
+    fn a_person_sees_the_user_name_and_the_whole_query() {
+        assert_eq!(
+            shown("http://alice:s3cret@127.0.0.1:8080/x?q=1"),
+            "http://alice:***@127.0.0.1:8080/x?q=1"
+        );
+        assert_eq!(shown("https://TOKEN@h/"), "https://***@h/");
+        assert_eq!(shown("http://h:8/p?api_key=k"), "http://h:8/p?api_key=k");
+        assert_eq!(shown("/only/a/path"), "/only/a/path");
+    }
+
+    #[test]
+    fn a_log_sees_no_userinfo_and_no_secret_parameter() {
+        assert_eq!(
+            logged("https://user:pa55@api.example.com:8443/v1/x?page=2&api_key=s3cr3t&sig=abc"),
+            "https://api.example.com:8443/v1/x?page=2&api_key=REDACTED&sig=REDACTED"
+        );
+        assert_eq!(logged("https://TOKEN@h/"), "https://h/");
+        assert_eq!(logged("http://a/b"), "http://a/b");
+        assert_eq!(logged("/only/a/path?q=1"), "/only/a/path?q=1");
+        assert_eq!(
+            logged("http://a/?access_token=t&flag"),
+            "http://a/?access_token=REDACTED&flag"
+        );
     }
 
     #[test]

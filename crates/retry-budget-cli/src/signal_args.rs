@@ -106,9 +106,11 @@ fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
     Ok(ResetHeaderArg { name, format })
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
+/// A duration flag's value (`20s`, `500ms`, `1m 30s`), for every command's
+/// flags.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 1s or 500ms ({e})"))
+        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
 }
 
 #[cfg(test)]

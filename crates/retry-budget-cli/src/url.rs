@@ -10,7 +10,7 @@
 //!   Basic`, as curl does (percent-decoded, RFC 7617), marked sensitive, and
 //!   removed from the request's URI, so neither the request line, the trace
 //!   nor the hold-off key (scheme, host and port) ever carries it. It is
-//!   shown as `http://user:***@host/` ([`shown`]); a user name without a
+//!   shown as `http://user:***@host/` ([`redact::shown_uri`]); a user name without a
 //!   password, often a token, as `***@host`.
 //!
 //! ```text
@@ -159,23 +159,6 @@ pub fn split(uri: &Uri) -> Result<(Uri, Option<Userinfo>), String> {
     Ok((bare, Some(info)))
 }
 
-/// The URL as shown to a person: the password replaced by `***`, a lone
-/// user name too.
-pub fn shown(uri: &Uri) -> String {
-    let text = uri.to_string();
-    let Some(authority) = uri.authority() else {
-        return redact::escape(&text);
-    };
-    let Some((userinfo, host_port)) = authority.as_str().rsplit_once('@') else {
-        return redact::escape(&text);
-    };
-    let hidden = match userinfo.split_once(':') {
-        Some((user, _)) => format!("{user}:***@{host_port}"),
-        None => format!("***@{host_port}"),
-    };
-    redact::escape(&text.replacen(authority.as_str(), &hidden, 1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -215,7 +198,6 @@ mod tests {
         let auth = info.unwrap().authorization();
         assert_eq!(auth, "Basic YWxpY2U6czNjcmV0");
         assert!(auth.is_sensitive());
-        assert_eq!(shown(&uri), "http://alice:***@127.0.0.1:8080/x?q=1");
 
         // Percent-decoded, as curl does; a lone user is hidden too.
         let uri = parse("http://a%40b:p%3Aw@h/").unwrap();
@@ -224,7 +206,6 @@ mod tests {
             "Basic YUBiOnA6dw=="
         );
         let token = parse("https://TOKEN@h/").unwrap();
-        assert_eq!(shown(&token), "https://***@h/");
         assert_eq!(
             split(&token).unwrap().1.unwrap().authorization(),
             "Basic VE9LRU46"
@@ -236,7 +217,6 @@ mod tests {
 
         let plain = parse("http://h:8/p").unwrap();
         assert_eq!(split(&plain).unwrap(), (plain.clone(), None));
-        assert_eq!(shown(&plain), "http://h:8/p");
     }
 
     #[test]

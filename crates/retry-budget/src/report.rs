@@ -161,6 +161,53 @@ impl Report {
         }
     }
 
+    /// When the body of the response this action ended with must have been
+    /// read by, as elapsed time since the action's start: the reservation
+    /// end of the last attempt started (the one that produced the
+    /// response), never past the total budget.
+    ///
+    /// The action includes its final body: a body that dribbles or never
+    /// ends must not outlive the attempt that produced it. This is the one
+    /// place that rule lives; a caller reading the body maps this elapsed
+    /// time onto its clock. Without any attempt started, no body came from
+    /// the service, and the answer is the stop's elapsed time (nothing is
+    /// left to read).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy, RetryAfter};
+    ///
+    /// let secs = Duration::from_secs;
+    /// let policy = Policy::builder()
+    ///     .total_budget(secs(10))
+    ///     .attempt_cap(secs(2))
+    ///     .build()
+    ///     .unwrap();
+    /// let mut action = Action::new(policy);
+    /// action.attempt_started(secs(0));
+    /// action.response(secs(1), 429, &RetryAfter::Seconds(secs(1)), None);
+    /// action.timer_woke(secs(2));
+    /// action.attempt_started(secs(2));
+    /// action.response(secs(3), 200, &RetryAfter::Missing, None);
+    /// let report = action.report().unwrap();
+    /// // The second attempt started at 2 s with a 2 s cap.
+    /// assert_eq!(report.body_deadline(), secs(4));
+    /// ```
+    pub fn body_deadline(&self) -> Duration {
+        self.events
+            .iter()
+            .rev()
+            .find_map(|event| match event.kind {
+                // An attempt starts only inside the budget, so there
+                // `at + remaining_budget` is the total budget.
+                EventKind::AttemptStarted {
+                    reservation_end, ..
+                } => Some(reservation_end.min(event.at.saturating_add(event.remaining_budget))),
+                _ => None,
+            })
+            .unwrap_or(self.elapsed)
+    }
+
     /// Whether the last response came with the server forbidding a retry.
     fn retry_was_forbidden(&self) -> bool {
         self.events
@@ -289,5 +336,66 @@ impl fmt::Display for Report {
             None => Ok(()),
         }?;
         self.lines_after_status(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::{Action, Policy, RetryAfter};
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    fn policy(budget: u64, cap: u64) -> Policy {
+        Policy::builder()
+            .total_budget(secs(budget))
+            .attempt_cap(secs(cap))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_body_deadline_is_the_last_attempts_reservation_end() {
+        let mut action = Action::new(policy(10, 2));
+        let _ = action.attempt_started(secs(0));
+        let _ = action.response(secs(1), 429, &RetryAfter::Seconds(secs(1)), None);
+        let _ = action.timer_woke(secs(2));
+        let _ = action.attempt_started(secs(2));
+        let _ = action.response(secs(3), 200, &RetryAfter::Missing, None);
+        let report = action.report().expect("the action has ended");
+        assert_eq!(report.body_deadline(), secs(4));
+    }
+
+    #[test]
+    fn the_body_deadline_is_never_past_the_total_budget() {
+        // The cap fills the whole budget: the reservation ends at the budget.
+        let mut action = Action::new(policy(3, 3));
+        let _ = action.attempt_started(secs(0));
+        let _ = action.response(secs(1), 200, &RetryAfter::Missing, None);
+        let report = action.report().expect("the action has ended");
+        assert_eq!(report.body_deadline(), secs(3));
+        // Cap and budget at their maximum: no overflow.
+        let policy = Policy::builder()
+            .total_budget(Duration::MAX)
+            .attempt_cap(Duration::MAX)
+            .build()
+            .unwrap();
+        let mut action = Action::new(policy);
+        let _ = action.attempt_started(Duration::ZERO);
+        let _ = action.response(secs(1), 200, &RetryAfter::Missing, None);
+        let report = action.report().expect("the action has ended");
+        assert_eq!(report.body_deadline(), Duration::MAX);
+    }
+
+    #[test]
+    fn without_an_attempt_the_body_deadline_is_the_stop() {
+        let mut action = Action::new(policy(10, 2));
+        let _ = action.caller_left(secs(0));
+        let report = action.report().expect("the action has ended");
+        assert_eq!(report.starts, Vec::<Duration>::new());
+        assert_eq!(report.body_deadline(), report.elapsed);
     }
 }

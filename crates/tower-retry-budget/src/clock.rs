@@ -13,6 +13,11 @@
 //! Both directions saturate: a time beyond the clock's range is "never" (no
 //! timer is armed for it: only the caller leaving ends such a wait), and an
 //! instant before the origin is elapsed zero.
+//!
+//! The module is public for one function, [`instant_at`]: code outside the
+//! layer that maps the core's elapsed times onto tokio's clock (the CLI
+//! reading a body by its [`Report::body_deadline`](crate::Report::body_deadline))
+//! uses the same saturating rule instead of a copy of it.
 
 use std::time::Duration;
 
@@ -98,7 +103,7 @@ impl Clock {
     /// The instant at elapsed `elapsed`, or `None` ("never") if it lies
     /// beyond the clock's range.
     pub(crate) fn at(&mut self, elapsed: Duration) -> Option<Instant> {
-        after(self.origin(), elapsed)
+        instant_at(self.origin(), elapsed)
     }
 
     /// The instant at elapsed `elapsed`, or a far-future instant if it lies
@@ -110,11 +115,28 @@ impl Clock {
     }
 }
 
-/// `from + by`, or `None` ("never") if that is beyond the clock's range.
-/// The only addition of a duration to an instant in this crate.
+/// **The one saturating mapping**: the instant at `elapsed` after `origin`
+/// on tokio's clock, or `None` ("never") if that is beyond the clock's
+/// range. The only addition of a duration to an instant in this crate, and
+/// public so that a caller mapping the core's elapsed times (say, a
+/// [`Report::body_deadline`](crate::Report::body_deadline)) onto tokio's
+/// clock uses the same rule as the layer.
+///
+/// ```
+/// use std::time::Duration;
+/// use tower_retry_budget::clock::instant_at;
+///
+/// let origin = tokio::time::Instant::now();
+/// assert_eq!(
+///     instant_at(origin, Duration::from_secs(2)),
+///     Some(origin + Duration::from_secs(2)),
+/// );
+/// // Past the clock's range: never, not a panic.
+/// assert_eq!(instant_at(origin, Duration::MAX), None);
+/// ```
 #[allow(clippy::disallowed_methods)] // the one place allowed to
-pub(crate) fn after(from: Instant, by: Duration) -> Option<Instant> {
-    from.checked_add(by)
+pub fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
+    origin.checked_add(elapsed)
 }
 
 /// An instant about 30 years from now (as tokio's own far future), or the
@@ -123,7 +145,7 @@ pub(crate) fn far_future() -> Instant {
     let now = Instant::now();
     let mut step = FAR;
     loop {
-        if let Some(at) = after(now, step) {
+        if let Some(at) = instant_at(now, step) {
             return at;
         }
         step /= 2;

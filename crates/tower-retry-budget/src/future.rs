@@ -37,9 +37,9 @@ use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
 use crate::hold_off::HoldOff;
 use crate::layer::{Config, ReportMode};
-use crate::observer::{ActionId, Watch};
+use crate::observer::{ActionId, Observed, Watch};
 use crate::replay::BodyReplay;
-use crate::report_slot::ReportSlot;
+use crate::report_slot::{LateReport, ReportSlot};
 use crate::request;
 
 /// What a few requests carry besides the budget, in one optional box so
@@ -57,21 +57,27 @@ pub(crate) struct Extras {
 }
 
 impl Extras {
-    /// The extras of `request`, if it has any.
+    /// The extras of `request`, if it has any. With an observer, the
+    /// request (and so every attempt's copy of it) carries the action's
+    /// [`Observed`] for the layers below.
     pub(crate) fn of<B>(
-        request: &Request<B>,
+        request: &mut Request<B>,
         config: &Config,
         hold_off: Option<(HoldOff, String)>,
     ) -> Option<Box<Self>> {
-        let extensions = request.extensions();
+        let extensions = request.extensions_mut();
+        let watch = config
+            .observer
+            .as_ref()
+            .map(|observer| observer.watch(extensions.get::<ActionId>().copied()));
+        if let Some(watch) = &watch {
+            extensions.insert(Observed(watch.clone()));
+        }
         let extras = Self {
             cancel: extensions.get::<CancellationToken>().cloned(),
             hold_off,
             slot: extensions.get::<ReportSlot>().cloned(),
-            watch: config
-                .observer
-                .as_ref()
-                .map(|observer| observer.watch(extensions.get::<ActionId>().copied())),
+            watch,
         };
         let any = extras.cancel.is_some()
             || extras.hold_off.is_some()
@@ -172,7 +178,7 @@ impl<S, B> Ctx<S, B> {
         ending: Result<Response<ResB>, ErrorKind<E>>,
     ) -> Result<Response<ResB>, Error<E>> {
         match ending {
-            Ok(response) => {
+            Ok(mut response) => {
                 // Asked for by nobody: no report is built at all.
                 let unasked = self.config.report_mode == ReportMode::WhenRetried
                     && self.action.attempts_started() <= 1
@@ -183,7 +189,15 @@ impl<S, B> Ctx<S, B> {
                 if unasked {
                     return Ok(response);
                 }
-                Ok(with_report(response, self.conclude()))
+                let report = self.conclude();
+                // A layer below watches the body for a late status and
+                // has no slot of the caller's to correct: it gets a copy.
+                if let (Some(late), Some(report)) =
+                    (response.extensions_mut().remove::<LateReport>(), &report)
+                {
+                    late.0.fill(report.clone());
+                }
+                Ok(with_report(response, report))
             }
             Err(kind) => Err(self.finish_error(kind)),
         }

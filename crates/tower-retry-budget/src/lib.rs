@@ -189,7 +189,7 @@ mod builder;
 mod calendar;
 #[cfg(feature = "tower-http")]
 pub mod classify;
-mod clock;
+pub mod clock;
 mod error;
 mod future;
 pub mod gate;

@@ -68,8 +68,11 @@ pub trait Observer: Send + Sync + 'static {
     /// Called for every trail event, in order, as it is recorded.
     fn on_event(&self, id: ActionId, event: &Event);
 
-    /// Called once when the action ends, with its report (default:
-    /// nothing).
+    /// Called when the action ends, with its report (default: nothing).
+    /// Once, except for a gRPC stream whose status, after its messages, is
+    /// not OK: with [`GrpcTrailersLayer`](crate::GrpcTrailersLayer) below
+    /// the retry layer, the corrected report follows its `StatusAfterData`
+    /// event when the trailers arrive.
     fn on_report(&self, id: ActionId, report: &Report) {
         let _ = (id, report);
     }
@@ -115,6 +118,13 @@ impl fmt::Debug for SharedObserver {
         f.write_str("SharedObserver(..)")
     }
 }
+
+/// An action's observer and id, in every attempt request's extensions (when
+/// an observer is configured), for a layer below that learns something
+/// after the response was returned: the gRPC peek's status after data.
+/// Only this crate makes one.
+#[derive(Debug, Clone)]
+pub(crate) struct Observed(pub(crate) Watch);
 
 /// One action's observer and id.
 #[derive(Clone)]

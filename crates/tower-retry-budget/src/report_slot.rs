@@ -78,3 +78,10 @@ impl fmt::Debug for ReportSlot {
             .finish()
     }
 }
+
+/// A slot a layer below asks the retry layer to fill, through the
+/// response's extensions: the gRPC peek watching for a status after data
+/// when the caller gave no slot but an observer is configured. The retry
+/// layer removes it from the response and fills it with the report.
+#[derive(Debug, Clone)]
+pub(crate) struct LateReport(pub(crate) ReportSlot);

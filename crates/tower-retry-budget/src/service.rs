@@ -95,7 +95,7 @@ where
         })
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         if !request::may_retry(&request) {
             // Not retryable: no copy, no timer, no report.
             return ResponseFuture::passthrough(self.inner.call(request));
@@ -111,7 +111,7 @@ where
             .as_ref()
             .and_then(|(map, _)| map.store_health())
             .is_some_and(|health| !health.available);
-        let extras = Extras::of(&request, &self.config, hold_off);
+        let extras = Extras::of(&mut request, &self.config, hold_off);
         let mut ctx = Ctx::new(self.config.clone(), self.inner.clone(), extras);
         if store_down {
             ctx.step(|action, now| action.shared_store_unavailable(now));

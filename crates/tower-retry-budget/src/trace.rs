@@ -40,12 +40,16 @@ pub(crate) fn step(
 ) -> Decision {
     let seen = action.events().len();
     let decision = input(action, now);
-    let added = &action.events()[seen..];
-    emit(added);
-    if let Some(watch) = watch {
-        watch.events(added);
-    }
+    told(&action.events()[seen..], watch);
     decision
+}
+
+/// New trail events: traced, and given to the observer if there is one.
+pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
+    emit(events);
+    if let Some(watch) = watch {
+        watch.events(events);
+    }
 }
 
 /// Emits one `tracing` event per trail event (target `retry_budget`).

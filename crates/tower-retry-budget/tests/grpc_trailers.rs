@@ -35,7 +35,10 @@ use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
 use tokio::time::{Instant, Sleep};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::signal::GRPC_STATUS_FROM;
-use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, ReportSlot, RetryBudgetLayer};
+use tower_retry_budget::{
+    ActionId, Event, GrpcSignal, GrpcTrailersLayer, Idempotent, Observer, ReportSlot,
+    RetryBudgetLayer,
+};
 
 // ---- a body whose frames come after scripted delays -----------------------
 
@@ -466,6 +469,117 @@ async fn data_then_ok_trailers_leave_the_success() {
     response.into_body().collect().await.unwrap();
     assert_eq!(slot.take(), Some(returned.clone()));
     assert_eq!(returned.outcome, Outcome::Success);
+}
+
+/// What an observer was told: each event (with its action's id), each
+/// report.
+#[derive(Clone, Default)]
+struct Recorder {
+    events: Arc<Mutex<Vec<(ActionId, Event)>>>,
+    reports: Arc<Mutex<Vec<(ActionId, Report)>>>,
+}
+
+impl Observer for Recorder {
+    fn on_event(&self, id: ActionId, event: &Event) {
+        self.events.lock().unwrap().push((id, event.clone()));
+    }
+
+    fn on_report(&self, id: ActionId, report: &Report) {
+        self.reports.lock().unwrap().push((id, report.clone()));
+    }
+}
+
+impl Recorder {
+    fn reports(&self) -> Vec<(ActionId, Report)> {
+        self.reports.lock().unwrap().clone()
+    }
+
+    fn last_event(&self) -> (ActionId, Event) {
+        self.events.lock().unwrap().last().cloned().unwrap()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_then_error_trailers_are_told_to_the_observer_with_or_without_a_slot() {
+    for with_slot in [true, false] {
+        let server = Server::new(|_| {
+            grpc_response(Script::new([
+                (Duration::ZERO, Frame::data(message(b"part-1"))),
+                (S(2), trailers_frame(&[("grpc-status", "8")])),
+            ]))
+        });
+        let recorder = Recorder::default();
+        let layer = RetryBudgetLayer::new(Policy::default())
+            .signal(GrpcSignal)
+            .observer(recorder.clone());
+        let client = ServiceBuilder::new()
+            .layer(layer)
+            .layer(GrpcTrailersLayer::new())
+            .service(server.service());
+        let slot = ReportSlot::new();
+        let mut request = budgeted_post(&slot);
+        if !with_slot {
+            request.extensions_mut().remove::<ReportSlot>();
+        }
+        request.extensions_mut().insert(ActionId(7));
+        let origin = Instant::now();
+        let response = client.oneshot(request).await.unwrap();
+        let reports = recorder.reports();
+        assert_eq!(reports.len(), 1, "told once at the return");
+        assert_eq!(reports[0].1.outcome, Outcome::Success);
+
+        let collected = response.into_body().collect().await.unwrap();
+        assert_eq!(Instant::now() - origin, S(2));
+        assert_eq!(collected.trailers().unwrap()["grpc-status"], "8");
+
+        let reports = recorder.reports();
+        assert_eq!(reports.len(), 2, "told again when the late status came");
+        let (id, corrected) = &reports[1];
+        assert_eq!(*id, ActionId(7));
+        assert_eq!(corrected.outcome, Outcome::NotRetryable);
+        assert_eq!(corrected.last_status, Some(429));
+        let (id, event) = recorder.last_event();
+        assert_eq!(id, ActionId(7));
+        assert_eq!(event.at, S(2));
+        assert_eq!(
+            event.kind,
+            EventKind::StatusAfterData {
+                attempt: 1,
+                status: 429,
+                from: "grpc-status 8 (RESOURCE_EXHAUSTED), no grpc-retry-pushback-ms, in trailers after data"
+                    .into(),
+            }
+        );
+        assert_eq!(corrected.events.last(), Some(&event));
+        let in_slot = slot.take();
+        if with_slot {
+            assert_eq!(in_slot.as_ref(), Some(corrected), "the caller's slot too");
+        } else {
+            assert_eq!(in_slot, None);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn data_then_ok_trailers_tell_the_observer_nothing_more() {
+    let server = Server::new(|_| ok_answer());
+    let recorder = Recorder::default();
+    let layer = RetryBudgetLayer::new(Policy::default())
+        .signal(GrpcSignal)
+        .observer(recorder.clone());
+    let client = ServiceBuilder::new()
+        .layer(layer)
+        .layer(GrpcTrailersLayer::new())
+        .service(server.service());
+    let mut request = budgeted_post(&ReportSlot::new());
+    request.extensions_mut().remove::<ReportSlot>();
+    let response = client.oneshot(request).await.unwrap();
+    let events = recorder.events.lock().unwrap().len();
+    response.into_body().collect().await.unwrap();
+    let reports = recorder.reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].1.outcome, Outcome::Success);
+    assert_eq!(recorder.events.lock().unwrap().len(), events);
 }
 
 /// Polls the call once: a response not peeked is ready at once although its

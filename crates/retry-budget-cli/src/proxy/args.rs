@@ -15,7 +15,7 @@ use retry_budget::{Policy, PolicyError, Ratio};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::{ClientBudget, ResetSignal};
 
-use crate::signal_args::SignalArgs;
+use crate::signal_args::{parse_duration, SignalArgs};
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -291,11 +291,6 @@ fn parse_upstream(text: &str) -> Result<Upstream, String> {
         authority: authority.clone(),
         prefix: uri.path().trim_end_matches('/').to_owned(),
     })
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use tower::{Layer, Service};
 use tracing::Span;
 
 use super::deadline::CallerDeadline;
-use super::redact::redact_uri;
+use crate::redact::logged_uri;
 
 /// `retry-budget-attempt`: on every attempt sent upstream.
 pub const ATTEMPT: HeaderName = HeaderName::from_static("retry-budget-attempt");
@@ -110,7 +110,7 @@ where
             otel.name = %request.method(),
             otel.kind = "client",
             http.request.method = %request.method(),
-            url.full = %redact_uri(request.uri()),
+            url.full = %logged_uri(request.uri()),
             http.request.resend_count = tracing::field::Empty,
             http.response.status_code = tracing::field::Empty,
         );

@@ -35,8 +35,8 @@ use super::attempt::{AttemptCounter, ATTEMPT};
 use super::deadline::{self, CallerDeadline};
 use super::hop;
 use super::log::ActionLine;
-use super::redact::redact_uri;
 use super::stack::Stack;
+use crate::redact::logged_uri;
 
 /// `retry-budget-attempts`: on every response, the attempts sent.
 pub const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts");
@@ -161,7 +161,7 @@ pub async fn handle(
         otel.name = %parts.method,
         otel.kind = "client",
         http.request.method = %parts.method,
-        url.full = %redact_uri(&parts.uri),
+        url.full = %logged_uri(&parts.uri),
         http.response.status_code = tracing::field::Empty,
         retry_budget.outcome = tracing::field::Empty,
         retry_budget.attempts = tracing::field::Empty,

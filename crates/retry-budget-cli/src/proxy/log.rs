@@ -3,7 +3,7 @@
 //!
 //! Built from the action's [`Report`] only: no header is ever logged, so
 //! no secret header can be, and the URL goes through
-//! [`redact_uri`](super::redact::redact_uri).
+//! [`logged_uri`](crate::redact::logged_uri).
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};
@@ -12,7 +12,7 @@ use http::{Method, Uri};
 use retry_budget::{Outcome, Report};
 
 use super::args::LogFormat;
-use super::redact::redact_uri;
+use crate::redact::logged_uri;
 
 /// What one line says.
 #[derive(Debug, Clone)]
@@ -62,7 +62,7 @@ impl<'a> ActionLine<'a> {
                 let mut line = serde_json::json!({
                     "time": time.to_string(),
                     "method": self.method.as_str(),
-                    "url": redact_uri(self.url).to_string(),
+                    "url": logged_uri(self.url).to_string(),
                     "outcome": self.outcome.as_str(),
                     "attempts": self.attempts,
                     "elapsed_s": elapsed_s,
@@ -80,7 +80,7 @@ impl<'a> ActionLine<'a> {
                 let mut line = format!(
                     "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s last_status={status}",
                     self.method,
-                    redact_uri(self.url),
+                    logged_uri(self.url),
                     self.outcome,
                     self.attempts,
                 );

@@ -24,7 +24,6 @@
 //! | `metrics.rs` | Prometheus metrics fed by the layer's observer |
 //! | `admin.rs` | `/metrics`, `/ready`, `/live` |
 //! | `log.rs` | one log line per action |
-//! | `redact.rs` | URLs fit for logs |
 
 mod admin;
 mod args;
@@ -34,7 +33,6 @@ mod forward;
 mod hop;
 mod log;
 mod metrics;
-mod redact;
 mod serve;
 mod stack;
 

@@ -7,12 +7,13 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::Buf;
-use http::{HeaderMap, StatusCode};
+use http::{Extensions, HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-use crate::report_slot::ReportSlot;
+use crate::observer::{self, Observed};
+use crate::report_slot::{LateReport, ReportSlot};
 use crate::signal::{GrpcSignal, RetrySignal};
 
 /// What the peek took out of the inner body.
@@ -25,11 +26,51 @@ enum Held<B: Body> {
     End,
 }
 
+/// Who hears of a status that comes after data: the caller's slot and the
+/// layer's observer, as the attempt request carried them.
+#[derive(Debug, Default)]
+pub(super) struct Listeners {
+    slot: Option<ReportSlot>,
+    observer: Option<Observed>,
+}
+
+impl Listeners {
+    /// The listeners an attempt request carries.
+    pub(super) fn of(extensions: &Extensions) -> Self {
+        Self {
+            slot: extensions.get::<ReportSlot>().cloned(),
+            observer: extensions.get::<Observed>().cloned(),
+        }
+    }
+
+    /// Starts watching for a late status, if anyone listens. The report to
+    /// correct is the one in the caller's slot; with an observer and no
+    /// slot, one the retry layer fills when it returns the response (asked
+    /// for in the response's `extensions`).
+    fn watch(self, extensions: &mut Extensions) -> Option<Watch> {
+        let slot = match self.slot {
+            Some(slot) => slot,
+            None => {
+                self.observer.as_ref()?;
+                let slot = ReportSlot::new();
+                extensions.insert(LateReport(slot.clone()));
+                slot
+            }
+        };
+        Some(Watch {
+            slot,
+            observer: self.observer.map(|Observed(watch)| watch),
+            returned_at: Instant::now(),
+        })
+    }
+}
+
 /// After data, the call's status comes in the trailers: a non-OK one
-/// corrects the report in the caller's slot.
+/// corrects the report in the slot and is told to the observer.
 #[derive(Debug)]
 struct Watch {
     slot: ReportSlot,
+    observer: Option<observer::Watch>,
     /// When the response was handed up (the action's stop, give or take
     /// nothing: the retry layer returns it at once).
     returned_at: Instant,
@@ -53,7 +94,10 @@ impl Watch {
         let seen = report.events.len();
         // The core decides what the late status changes.
         if report.status_after_data(at, signal.status(), from) {
-            crate::trace::emit(&report.events[seen..]);
+            crate::trace::told(&report.events[seen..], self.observer.as_ref());
+            if let Some(observer) = &self.observer {
+                observer.report(&report);
+            }
             self.slot.fill(report);
         }
     }
@@ -85,26 +129,25 @@ impl<B: Body> PeekBody<B> {
         }
     }
 
-    /// The inner body after the peek read `first` from it (`None`: the
-    /// body ended). A data frame first starts watching for a late status,
-    /// if the caller gave a slot.
+    /// The response's body after the peek read `first` from it (`None`:
+    /// the body ended). A data frame first starts watching for a late
+    /// status, if anyone listens.
     pub(super) fn peeked(
-        inner: B,
+        response: http::Response<B>,
         first: Option<Result<Frame<B::Data>, B::Error>>,
-        slot: Option<ReportSlot>,
-    ) -> Self {
+        listeners: Listeners,
+    ) -> http::Response<Self> {
+        let (mut head, inner) = response.into_parts();
         let watch = match &first {
-            Some(Ok(frame)) if frame.is_data() => slot.map(|slot| Watch {
-                slot,
-                returned_at: Instant::now(),
-            }),
+            Some(Ok(frame)) if frame.is_data() => listeners.watch(&mut head.extensions),
             _ => None,
         };
-        Self {
+        let body = Self {
             inner,
             held: first.map_or(Held::End, Held::Frame),
             watch,
-        }
+        };
+        http::Response::from_parts(head, body)
     }
 }
 

@@ -9,9 +9,9 @@ use http::Response;
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 
+use super::body::Listeners;
 use super::head;
 use super::PeekBody;
-use crate::report_slot::ReportSlot;
 
 pin_project! {
     /// The response future of [`GrpcTrailers`](super::GrpcTrailers).
@@ -33,12 +33,12 @@ pin_project! {
         Head {
             #[pin]
             future: F,
-            slot: Option<ReportSlot>,
+            listeners: Listeners,
         },
         /// A gRPC head without `grpc-status`: reading the first frame.
         FirstFrame {
             response: Option<Response<B>>,
-            slot: Option<ReportSlot>,
+            listeners: Listeners,
         },
     }
 }
@@ -50,9 +50,9 @@ impl<F, B> ResponseFuture<F, B> {
         }
     }
 
-    pub(super) const fn peeking(future: F, slot: Option<ReportSlot>) -> Self {
+    pub(super) const fn peeking(future: F, listeners: Listeners) -> Self {
         Self {
-            kind: Kind::Head { future, slot },
+            kind: Kind::Head { future, listeners },
         }
     }
 }
@@ -71,7 +71,7 @@ where
                 let response = ready!(future.poll(cx))?;
                 Poll::Ready(Ok(response.map(PeekBody::untouched)))
             }
-            KindProj::Head { future, slot } => {
+            KindProj::Head { future, listeners } => {
                 let mut response = ready!(future.poll(cx))?;
                 let ended = response.body().is_end_stream();
                 let status = response.status();
@@ -80,19 +80,24 @@ where
                 }
                 // The first frame is often at hand already: read it now,
                 // without parking the response.
-                let slot = slot.take();
+                let listeners = std::mem::take(listeners);
                 match Pin::new(response.body_mut()).poll_frame(cx) {
-                    Poll::Ready(first) => Poll::Ready(Ok(with_first_frame(response, first, slot))),
+                    Poll::Ready(first) => {
+                        Poll::Ready(Ok(with_first_frame(response, first, listeners)))
+                    }
                     Poll::Pending => {
                         kind.set(Kind::FirstFrame {
                             response: Some(response),
-                            slot,
+                            listeners,
                         });
                         Poll::Pending
                     }
                 }
             }
-            KindProj::FirstFrame { response, slot } => {
+            KindProj::FirstFrame {
+                response,
+                listeners,
+            } => {
                 let body = response
                     .as_mut()
                     .expect("ResponseFuture polled after completion")
@@ -101,7 +106,8 @@ where
                 let response = response
                     .take()
                     .expect("ResponseFuture polled after completion");
-                Poll::Ready(Ok(with_first_frame(response, first, slot.take())))
+                let listeners = std::mem::take(listeners);
+                Poll::Ready(Ok(with_first_frame(response, first, listeners)))
             }
         }
     }
@@ -113,7 +119,7 @@ where
 fn with_first_frame<B: Body>(
     mut response: Response<B>,
     first: Option<Result<Frame<B::Data>, B::Error>>,
-    slot: Option<ReportSlot>,
+    listeners: Listeners,
 ) -> Response<PeekBody<B>> {
     if let Some(trailers) = first
         .as_ref()
@@ -122,5 +128,5 @@ fn with_first_frame<B: Body>(
     {
         head::to_trailers_only(response.headers_mut(), trailers);
     }
-    response.map(|body| PeekBody::peeked(body, first, slot))
+    PeekBody::peeked(response, first, listeners)
 }

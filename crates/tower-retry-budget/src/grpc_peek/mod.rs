@@ -41,15 +41,20 @@
 //! outcome `not_retryable`, last status the HTTP equivalent, and a
 //! [`StatusAfterData`](retry_budget::EventKind::StatusAfterData) event in the
 //! trail. So a `ReportSlot` read after the stream ended never says `success`
-//! for a call that failed. (The copy in the response's extensions was taken
-//! when the response was returned and is not updated.)
+//! for a call that failed. The layer's [`Observer`](crate::Observer), if
+//! any, is told too: the `StatusAfterData` event, then the corrected report
+//! (a second `on_report` for the same [`ActionId`](crate::ActionId)), with or
+//! without a slot. (The copy in the response's extensions was taken when the
+//! response was returned and is not updated.)
 //!
 //! # Cost
 //!
 //! On a budgeted gRPC answer, one more poll of the body before the response
 //! is returned, and the frame held in [`PeekBody`]; no allocation on the OK
-//! path (the report is cloned only to correct it). HTTP responses pay a
-//! `content-type` check.
+//! path (the report is cloned only to correct it), except with an observer
+//! and no caller's slot: then an answer whose first frame is a message gets
+//! a slot of its own and a copy of the report, so that a late status can be
+//! told. HTTP responses pay a `content-type` check.
 //!
 //! # Example
 //!

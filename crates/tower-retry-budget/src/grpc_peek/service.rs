@@ -6,8 +6,8 @@ use http::{Request, Response};
 use http_body::Body;
 use tower::Service;
 
+use super::body::Listeners;
 use super::{PeekBody, ResponseFuture};
-use crate::report_slot::ReportSlot;
 use crate::request;
 
 /// Peeks the first body frame of a gRPC answer whose head has no
@@ -60,7 +60,7 @@ where
         if !request::may_retry(&request) {
             return ResponseFuture::passthrough(self.inner.call(request));
         }
-        let slot = request.extensions().get::<ReportSlot>().cloned();
-        ResponseFuture::peeking(self.inner.call(request), slot)
+        let listeners = Listeners::of(request.extensions());
+        ResponseFuture::peeking(self.inner.call(request), listeners)
     }
 }

@@ -113,17 +113,18 @@ impl<F, B> Collect<F, B> {
     }
 }
 
-/// How long the body may take after the head arrived: what is left of the
-/// leader's attempt reservation (if a report says), and the layer's own
-/// body timeout (if set), whichever is shorter. `None`: no deadline.
+/// How long the body may take after the head arrived: what is left until
+/// the leader's [body deadline](Report::body_deadline) (if a report says),
+/// and the layer's own body timeout (if set), whichever is shorter.
+/// `None`: no deadline.
 fn body_allowance(
     head: &http::response::Parts,
     body_timeout: Option<Duration>,
 ) -> Option<Duration> {
-    let reservation = head.extensions.get::<Report>().and_then(|report| {
-        let end = report.starts.last()?.checked_add(report.attempt_cap)?;
-        Some(end.saturating_sub(report.elapsed))
-    });
+    let reservation = head
+        .extensions
+        .get::<Report>()
+        .map(|report| report.body_deadline().saturating_sub(report.elapsed));
     match (reservation, body_timeout) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -156,7 +157,7 @@ where
             }
             // Past the runtime clock's range: no deadline ("never").
             let deadline = body_allowance(&head, *this.body_timeout)
-                .and_then(|allowance| crate::clock::after(Instant::now(), allowance));
+                .and_then(|allowance| crate::clock::instant_at(Instant::now(), allowance));
             if let Some(deadline) = deadline {
                 this.deadline.set(Some(tokio::time::sleep_until(deadline)));
             }
