@@ -142,11 +142,7 @@ pub async fn handle(
     extensions.insert(slot.clone());
     extensions.insert(proxy.cancel.child_token());
     if let Some(allowed) = allowed {
-        extensions.insert(CallerDeadline {
-            received,
-            allowed,
-            cap: policy.attempt_cap(),
-        });
+        extensions.insert(CallerDeadline { allowed });
     }
     if once.is_none() && !is_safe(&parts.method) {
         // A write with an Idempotency-Key: the caller says every copy is
