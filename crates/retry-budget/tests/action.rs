@@ -1505,3 +1505,22 @@ fn the_reservation_is_the_attempt_in_flight_and_its_cap() {
     short.attempt_started(s(0));
     assert_eq!(short.reservation(), Some((1, ms(1500))));
 }
+
+#[test]
+fn held_off_left_is_the_hold_off_still_to_run_and_only_for_held_off() {
+    let mut held = action();
+    held.hold_off(s(0), ms(25_500));
+    let report = held.into_report().unwrap();
+    assert_eq!(report.outcome, Outcome::HeldOff);
+    assert_eq!(report.held_off_left(), Some(ms(25_500)));
+
+    // A hold-off that fits is waited, not reported.
+    let mut waited = action();
+    assert_eq!(waited.hold_off(s(0), s(3)), Decision::WaitUntil(s(3)));
+    waited.timer_woke(s(3));
+    waited.attempt_started(s(3));
+    waited.response(s(4), 200, &ra(""), None);
+    let report = waited.into_report().unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(report.held_off_left(), None);
+}

@@ -23,7 +23,7 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use retry_budget::{EventKind, Outcome, Policy, Report};
+use retry_budget::{Outcome, Policy, Report};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -273,15 +273,14 @@ fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
     response
 }
 
-/// For a `held_off` action: how long the upstream's hold-off still runs, as
-/// a `Retry-After` (whole seconds, rounded up), from the core's trail.
+/// For a `held_off` action: how long the upstream's hold-off still runs
+/// (the core's [`Report::held_off_left`]), as a `Retry-After` in whole
+/// seconds, rounded up.
 fn held_off_for(report: &Report) -> Option<HeaderValue> {
-    let until = report.events.iter().rev().find_map(|e| match e.kind {
-        EventKind::HeldOff { until } => Some(until),
-        _ => None,
-    })?;
-    let left = until.saturating_sub(report.elapsed);
-    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    let left = report.held_off_left()?;
+    let secs = left
+        .as_secs()
+        .saturating_add(u64::from(left.subsec_nanos() > 0));
     Some(HeaderValue::from(secs))
 }
 
