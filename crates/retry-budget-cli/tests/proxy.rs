@@ -599,6 +599,29 @@ async fn a_caller_deadline_of_one_second_shrinks_the_budget() {
 }
 
 #[tokio::test]
+async fn a_caller_deadline_already_spent_sends_nothing() {
+    let upstream = Upstream::start(|_, _| Reply::status(200));
+    let proxy = Proxy::start(&upstream, &["--no-hold-off"]);
+    let mut request = get(&proxy.url("/late"));
+    request
+        .headers_mut()
+        .insert("grpc-timeout", "0S".parse().unwrap());
+    let answer = send(request).await;
+    assert_eq!(answer.status, 504);
+    assert_eq!(answer.header("retry-budget-outcome"), "budget_exhausted");
+    assert_eq!(answer.header("retry-budget-attempts"), "0");
+    // The core's reason, word for word.
+    assert!(
+        answer
+            .text()
+            .contains("the total budget must be greater than zero"),
+        "{}",
+        answer.text()
+    );
+    assert_eq!(upstream.count(), 0);
+}
+
+#[tokio::test]
 async fn a_retry_of_a_proxy_below_is_forwarded_once() {
     let upstream = Upstream::start(|_, _| Reply::status(429).retry_after("1"));
     let proxy = Proxy::start(&upstream, &["--no-hold-off", "--log-format", "json"]);
