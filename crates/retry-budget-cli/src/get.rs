@@ -356,7 +356,8 @@ pub async fn fetch_to(
         countdown.abort();
     }
 
-    let (report, body) = match result {
+    // The outcome of an error that came without a report (the error's own).
+    let (report, body, unreported) = match result {
         Ok(response) => {
             let report = response.extensions().get::<Report>().cloned();
             let body = match out.as_mut() {
@@ -369,7 +370,7 @@ pub async fn fetch_to(
                 }
                 None => BodyRead::not_read(),
             };
-            (report, body)
+            (report, body, None)
         }
         Err(error) => {
             if let ErrorKind::Inner(inner) = error.kind() {
@@ -381,7 +382,7 @@ pub async fn fetch_to(
                 console.line(&format!("retry-budget: {error}"));
                 None
             });
-            (report, BodyRead::not_read())
+            (report, BodyRead::not_read(), Some(error.outcome()))
         }
     };
     let left = watcher.left();
@@ -405,7 +406,7 @@ pub async fn fetch_to(
     if options.json {
         let mut line = report
             .as_ref()
-            .map_or_else(|| no_report_json(left.is_some()), Report::to_json);
+            .map_or_else(|| no_report_json(unreported), Report::to_json);
         if let Some(map) = line.as_object_mut() {
             map.insert("body".into(), body.end.as_str().into());
             map.insert("body_bytes".into(), body.bytes.into());
@@ -512,15 +513,11 @@ pub fn chain(error: &(dyn StdError + 'static)) -> String {
     text
 }
 
-/// The JSON line when the layer gave no report at all.
-fn no_report_json(interrupted: bool) -> serde_json::Value {
-    let outcome = if interrupted {
-        Outcome::Cancelled
-    } else {
-        Outcome::TransportError
-    };
+/// The JSON line when the layer gave no report at all: the outcome is the
+/// error's own ([`Error::outcome`]), `null` when there was no error.
+fn no_report_json(outcome: Option<Outcome>) -> serde_json::Value {
     serde_json::json!({
-        "outcome": outcome.as_str(),
+        "outcome": outcome.map(Outcome::as_str),
         "last_status": null,
         "attempts_started": 0,
         "max_attempts": null,
