@@ -60,7 +60,7 @@ use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, Progress, ProgressLayer, INDENT};
 use crate::signal_args::SignalArgs;
-use crate::{redact, url};
+use crate::{duration_arg, redact, url};
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -84,17 +84,17 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     sensitive: Vec<String>,
     /// The total budget of the action, counted from the first attempt's start.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = duration_arg::parse)]
     budget: Duration,
     /// The maximum number of attempts, the first included.
     #[arg(long, value_name = "N", default_value_t = 3)]
     max_attempts: u32,
     /// The per-attempt cap: reserved in full before every attempt, and the
     /// attempt's deadline.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "4s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "4s", value_parser = duration_arg::parse)]
     attempt_timeout: Duration,
     /// The shortest wait applied to a valid Retry-After.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = duration_arg::parse)]
     min_wait: Duration,
     /// Trust only the CA certificates in this PEM file for https:// (instead
     /// of the platform's roots), e.g. a private CA.
@@ -534,11 +534,6 @@ fn parse_method(text: &str) -> Result<Method, String> {
         .map_err(|_| "not an HTTP method token".to_owned())
 }
 
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -601,8 +596,8 @@ mod tests {
 
     #[test]
     fn bad_values() {
-        assert!(parse_duration("20x").is_err());
-        assert!(parse_duration("-1s").is_err());
+        assert!(duration_arg::parse("20x").is_err());
+        assert!(duration_arg::parse("-1s").is_err());
         let bad = |list: &[&str]| target(&args(list).unwrap()).unwrap_err();
         assert!(bad(&["not a url"]).starts_with("not a URL"));
         assert!(bad(&["http://h:99999/"]).contains("1 to 65535"));
