@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::retry_after::keep;
+use crate::retry_after::{keep, trim_ows};
 
 /// How a reset header's value is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -292,16 +292,6 @@ fn split_outside_quotes(raw: &[u8], separator: u8) -> Vec<&[u8]> {
     }
     parts.push(&raw[start..]);
     parts
-}
-
-fn trim_ows(mut value: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = value {
-        value = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = value {
-        value = rest;
-    }
-    value
 }
 
 #[cfg(test)]

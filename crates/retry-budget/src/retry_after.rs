@@ -341,7 +341,10 @@ fn ends_with_weekday(text: &[u8]) -> bool {
     weekday_name(word).is_some() && before.last().is_none_or(|b| *b == b' ' || *b == b'\t')
 }
 
-fn trim_ows(mut value: &[u8]) -> &[u8] {
+/// `value` without the optional whitespace (RFC 9110 §5.6.3: spaces and
+/// tabs only) around it. Hand-written: `<[u8]>::trim_ascii` also trims
+/// CR, LF and form feed, which are not OWS. Shared with `reset.rs`.
+pub(crate) fn trim_ows(mut value: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = value {
         value = rest;
     }
