@@ -59,8 +59,8 @@ use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, Progress, ProgressLayer, INDENT};
-use crate::signal_args::{parse_duration, SignalArgs};
-use crate::{redact, url};
+use crate::signal_args::SignalArgs;
+use crate::{duration_arg, redact, url};
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -84,17 +84,17 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     sensitive: Vec<String>,
     /// The total budget of the action, counted from the first attempt's start.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = duration_arg::parse)]
     budget: Duration,
     /// The maximum number of attempts, the first included.
     #[arg(long, value_name = "N", default_value_t = 3)]
     max_attempts: u32,
     /// The per-attempt cap: reserved in full before every attempt, and the
     /// attempt's deadline.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "4s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "4s", value_parser = duration_arg::parse)]
     attempt_timeout: Duration,
     /// The shortest wait applied to a valid Retry-After.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = duration_arg::parse)]
     min_wait: Duration,
     /// Trust only the CA certificates in this PEM file for https:// (instead
     /// of the platform's roots), e.g. a private CA.
@@ -356,7 +356,8 @@ pub async fn fetch_to(
         countdown.abort();
     }
 
-    let (report, body) = match result {
+    // The outcome of an error that came without a report (the error's own).
+    let (report, body, unreported) = match result {
         Ok(response) => {
             let report = response.extensions().get::<Report>().cloned();
             let body = match out.as_mut() {
@@ -373,7 +374,7 @@ pub async fn fetch_to(
                 }
                 None => BodyRead::not_read(),
             };
-            (report, body)
+            (report, body, None)
         }
         Err(error) => {
             if let ErrorKind::Inner(inner) = error.kind() {
@@ -385,7 +386,7 @@ pub async fn fetch_to(
                 console.line(&format!("retry-budget: {error}"));
                 None
             });
-            (report, BodyRead::not_read())
+            (report, BodyRead::not_read(), Some(error.outcome()))
         }
     };
     let left = watcher.left();
@@ -409,7 +410,7 @@ pub async fn fetch_to(
     if options.json {
         let mut line = report
             .as_ref()
-            .map_or_else(|| no_report_json(left.is_some()), Report::to_json);
+            .map_or_else(|| no_report_json(unreported), Report::to_json);
         if let Some(map) = line.as_object_mut() {
             map.insert("body".into(), body.end.as_str().into());
             map.insert("body_bytes".into(), body.bytes.into());
@@ -516,15 +517,11 @@ pub fn chain(error: &(dyn StdError + 'static)) -> String {
     text
 }
 
-/// The JSON line when the layer gave no report at all.
-fn no_report_json(interrupted: bool) -> serde_json::Value {
-    let outcome = if interrupted {
-        Outcome::Cancelled
-    } else {
-        Outcome::TransportError
-    };
+/// The JSON line when the layer gave no report at all: the outcome is the
+/// error's own ([`Error::outcome`]), `null` when there was no error.
+fn no_report_json(outcome: Option<Outcome>) -> serde_json::Value {
     serde_json::json!({
-        "outcome": outcome.as_str(),
+        "outcome": outcome.map(Outcome::as_str),
         "last_status": null,
         "attempts_started": 0,
         "max_attempts": null,
@@ -603,8 +600,8 @@ mod tests {
 
     #[test]
     fn bad_values() {
-        assert!(parse_duration("20x").is_err());
-        assert!(parse_duration("-1s").is_err());
+        assert!(duration_arg::parse("20x").is_err());
+        assert!(duration_arg::parse("-1s").is_err());
         let bad = |list: &[&str]| target(&args(list).unwrap()).unwrap_err();
         assert!(bad(&["not a url"]).starts_with("not a URL"));
         assert!(bad(&["http://h:99999/"]).contains("1 to 65535"));

@@ -15,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod body;
 mod demo;
+mod duration_arg;
 mod exit;
 mod get;
 mod headers;

@@ -24,9 +24,7 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use retry_budget::{
-    Event, EventKind, Policy, ResetRead, RetryAfterSeen, Secs, StatusSet, WaitBasis,
-};
+use retry_budget::{Event, EventKind, Policy, RetryAfterSeen, Secs, StatusSet, WaitBasis};
 use tower_retry_budget::{ActionId, Observer};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
@@ -345,19 +343,10 @@ impl Progress {
                 raw,
                 reading,
                 ..
-            } => {
-                let reading = match reading {
-                    ResetRead::Wait { wait, used: true } => format!("asks {}, used", Secs(*wait)),
-                    ResetRead::Wait { wait, used: false } => {
-                        format!("asks {}, not used (a longer wait counts)", Secs(*wait))
-                    }
-                    ResetRead::Ignored { why } => format!("ignored: {why}"),
-                };
-                (
-                    format!("{at} {}: reset header {header}: {raw} ({reading})", attempt(*n)),
-                    None,
-                )
-            }
+            } => (
+                format!("{at} {}: reset header {header}: {raw} ({reading})", attempt(*n)),
+                None,
+            ),
             EventKind::Spread { attempt: n, extra } => (
                 format!(
                     "{at} {}: a random spread of {} added on top of the server's delay",

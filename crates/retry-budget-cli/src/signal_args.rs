@@ -14,6 +14,8 @@ use http::HeaderName;
 use retry_budget::{Policy, ResetFormat};
 use tower_retry_budget::{HttpSignal, ResetSignal, RetryBudgetLayer};
 
+use crate::duration_arg;
+
 /// `--ratelimit-fields`, `--reset-header NAME=seconds|unix`,
 /// `--reset-max-interval DURATION`, `--spread DURATION`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -30,12 +32,12 @@ pub struct SignalArgs {
     #[arg(long = "reset-header", value_name = "NAME=seconds|unix", value_parser = parse_reset_header)]
     pub reset_headers: Vec<ResetHeaderArg>,
     /// Ignore (and record) a reset header asking for longer than this.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
     pub reset_max_interval: Option<Duration>,
     /// Add a random extra wait of up to DURATION on top of a server's delay
     /// (never shortening it): against servers that round their delay down,
     /// and clients told the same delay coming back in the same instant.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
     pub spread: Option<Duration>,
 }
 
@@ -104,13 +106,6 @@ fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
         }
     };
     Ok(ResetHeaderArg { name, format })
-}
-
-/// A duration flag's value (`20s`, `500ms`, `1m 30s`), for every command's
-/// flags.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("expected a duration such as 20s or 500ms ({e})"))
 }
 
 #[cfg(test)]

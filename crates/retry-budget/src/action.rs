@@ -218,6 +218,32 @@ impl Action {
         }
     }
 
+    /// The attempt in flight and the time reserved for it: from its start
+    /// to its deadline ([`Decision::AwaitResponse`]), which the core only
+    /// grants when it ends inside the budget. `None` when no attempt is in
+    /// flight. What a transport tells the upstream as the attempt's own
+    /// deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let policy = Policy::default().within(s(3)).unwrap();
+    /// let mut action = Action::new(policy);
+    /// assert_eq!(action.reservation(), None);
+    /// action.attempt_started(s(0));
+    /// assert_eq!(action.reservation(), Some((1, s(3))));
+    /// ```
+    pub fn reservation(&self) -> Option<(u32, Duration)> {
+        match (self.phase, self.decision()) {
+            (Phase::InFlight { started }, Decision::AwaitResponse { attempt, deadline }) => {
+                Some((attempt, deadline.saturating_sub(started)))
+            }
+            _ => None,
+        }
+    }
+
     /// The latest elapsed time at which an attempt may still start: its full
     /// cap must end inside the budget. A caller that waits for something
     /// before starting (a transport's readiness) need not wait past it.

@@ -95,6 +95,35 @@ impl Report {
         self.to_string()
     }
 
+    /// For a [`held_off`](Outcome::HeldOff) action: how long the service's
+    /// hold-off still ran when the action stopped (its end, from the trail,
+    /// minus the elapsed time). `None` for any other ending. What a proxy
+    /// passes on to its own caller as a `Retry-After`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Outcome, Policy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default());
+    /// // The service asked the client to wait 30 s: the default 20 s budget
+    /// // cannot hold the first attempt after that, nothing is sent.
+    /// action.hold_off(s(0), s(30));
+    /// let report = action.into_report().unwrap();
+    /// assert_eq!(report.outcome, Outcome::HeldOff);
+    /// assert_eq!(report.held_off_left(), Some(s(30)));
+    /// ```
+    pub fn held_off_left(&self) -> Option<Duration> {
+        if self.outcome != Outcome::HeldOff {
+            return None;
+        }
+        let until = self.events.iter().rev().find_map(|e| match e.kind {
+            EventKind::HeldOff { until } => Some(until),
+            _ => None,
+        })?;
+        Some(until.saturating_sub(self.elapsed))
+    }
+
     /// The category of the ending: `None` for `success` (and for the
     /// model's `invalid_data`), otherwise what kind of failure or ending it
     /// was, from the outcome and the last status. A `held_off` action sent

@@ -341,8 +341,9 @@ fn ends_with_weekday(text: &[u8]) -> bool {
     weekday_name(word).is_some() && before.last().is_none_or(|b| *b == b' ' || *b == b'\t')
 }
 
-/// `value` without its optional whitespace (RFC 9110 §5.6.3: spaces and
-/// tabs only, unlike `trim_ascii`) at either end.
+/// `value` without the optional whitespace (RFC 9110 §5.6.3: spaces and
+/// tabs only) around it. Hand-written: `<[u8]>::trim_ascii` also trims
+/// CR, LF and form feed, which are not OWS. Shared with `reset.rs`.
 pub(crate) fn trim_ows(mut value: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = value {
         value = rest;

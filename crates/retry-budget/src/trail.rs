@@ -4,8 +4,10 @@
 //! budget applies, the budget that remained then. The trail serializes to JSON
 //! with durations as seconds (`at_s`, `remaining_budget_s`, ...).
 
+use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use crate::policy::Secs;
 use crate::retry_after::Asked;
 use crate::{Outcome, ResetFormat, ResetIgnored, RetryAfter};
 
@@ -305,6 +307,31 @@ pub enum ResetRead {
         /// Why.
         why: ResetIgnored,
     },
+}
+
+/// What the reading came to, in words (`asks 3 s, used`, `asks 3 s, not
+/// used (a longer wait counts)`, `ignored: ...`), for a progress line or a
+/// trace.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_budget::ResetRead;
+///
+/// let read = ResetRead::Wait { wait: Duration::from_millis(2500), used: true };
+/// assert_eq!(read.to_string(), "asks 2.5 s, used");
+/// let read = ResetRead::Wait { wait: Duration::from_secs(1), used: false };
+/// assert_eq!(read.to_string(), "asks 1 s, not used (a longer wait counts)");
+/// ```
+impl fmt::Display for ResetRead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Wait { wait, used: true } => write!(f, "asks {}, used", Secs(*wait)),
+            Self::Wait { wait, used: false } => {
+                write!(f, "asks {}, not used (a longer wait counts)", Secs(*wait))
+            }
+            Self::Ignored { why } => write!(f, "ignored: {why}"),
+        }
+    }
 }
 
 /// The `Retry-After` of a response, as recorded in the trail.

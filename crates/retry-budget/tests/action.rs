@@ -1488,3 +1488,39 @@ fn a_transport_not_ready_outside_the_ready_phase_changes_nothing() {
     assert_eq!(action.transport_not_ready(s(19)), in_flight);
     assert_eq!(action.outcome(), None);
 }
+
+#[test]
+fn the_reservation_is_the_attempt_in_flight_and_its_cap() {
+    let mut a = action();
+    assert_eq!(a.reservation(), None, "nothing in flight yet");
+    a.attempt_started(s(0));
+    assert_eq!(a.reservation(), Some((1, s(4))));
+    a.response(s(1), 429, &ra("2"), None);
+    assert_eq!(a.reservation(), None, "waiting");
+    a.timer_woke(s(3));
+    a.attempt_started(s(3));
+    assert_eq!(a.reservation(), Some((2, s(4))));
+    // A caller's deadline shrinks the cap, and the reservation with it.
+    let mut short = Action::new(Policy::default().within(ms(1500)).unwrap());
+    short.attempt_started(s(0));
+    assert_eq!(short.reservation(), Some((1, ms(1500))));
+}
+
+#[test]
+fn held_off_left_is_the_hold_off_still_to_run_and_only_for_held_off() {
+    let mut held = action();
+    held.hold_off(s(0), ms(25_500));
+    let report = held.into_report().unwrap();
+    assert_eq!(report.outcome, Outcome::HeldOff);
+    assert_eq!(report.held_off_left(), Some(ms(25_500)));
+
+    // A hold-off that fits is waited, not reported.
+    let mut waited = action();
+    assert_eq!(waited.hold_off(s(0), s(3)), Decision::WaitUntil(s(3)));
+    waited.timer_woke(s(3));
+    waited.attempt_started(s(3));
+    waited.response(s(4), 200, &ra(""), None);
+    let report = waited.into_report().unwrap();
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(report.held_off_left(), None);
+}

@@ -629,6 +629,7 @@ where
             ctx.template.take()
         };
         let request = request.expect("a copy is kept while another attempt may follow");
+        let request = crate::attempt_info::with_deadline(request, &ctx.action);
         let future = ctx.service.call(request);
         this.state.set(State::InFlight {
             future,

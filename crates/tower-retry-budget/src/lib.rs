@@ -184,6 +184,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod attempt_info;
 pub mod budget;
 mod builder;
 mod calendar;
@@ -208,6 +209,7 @@ pub mod signal;
 pub mod single_flight;
 mod trace;
 
+pub use attempt_info::AttemptDeadline;
 pub use budget::ClientBudget;
 pub use builder::ServiceBuilderExt;
 pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};

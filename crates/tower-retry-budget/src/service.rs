@@ -145,6 +145,7 @@ where
         }
         // Send on the service made ready; the clone in `ctx` serves the
         // retries.
+        let request = crate::attempt_info::with_deadline(request, &ctx.action);
         let future = self.inner.call(request);
         ResponseFuture::budgeted(ctx, future, deadline)
     }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use retry_budget::{Action, Decision, Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use retry_budget::{Action, Decision, Event, EventKind, RetryAfterSeen, WaitBasis};
 
 use crate::observer::Watch;
 
@@ -188,20 +188,11 @@ pub(crate) fn emit(events: &[Event]) {
                 raw,
                 reading,
                 ..
-            } => {
-                let reading = match reading {
-                    ResetRead::Wait { wait, used: true } => format!("wait {} s, used", secs(*wait)),
-                    ResetRead::Wait { wait, used: false } => {
-                        format!("wait {} s, not used", secs(*wait))
-                    }
-                    ResetRead::Ignored { why } => format!("ignored: {why}"),
-                };
-                tracing::debug!(
-                    target: "retry_budget",
-                    at_s, remaining_budget_s, attempt,
-                    "reset header {header}: {raw} ({reading})"
-                );
-            }
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "reset header {header}: {raw} ({reading})"
+            ),
             EventKind::Spread { attempt, extra } => tracing::debug!(
                 target: "retry_budget",
                 at_s, remaining_budget_s, attempt,

@@ -533,3 +533,49 @@ async fn report_mode_when_retried_leaves_out_only_the_unretried_unasked_report()
 fn the_default_layer_has_the_default_policy() {
     assert_eq!(RetryBudgetLayer::default().policy(), &Policy::default());
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_carries_the_deadline_the_core_reserved_for_it() {
+    use tower_retry_budget::AttemptDeadline;
+
+    let origin = Instant::now();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let inner = service_fn(move |request: Request<()>| {
+        let deadline = request.extensions().get::<AttemptDeadline>().copied();
+        record
+            .lock()
+            .unwrap()
+            .push((Instant::now() - origin, deadline));
+        async {
+            let mut response = Response::new(());
+            *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, "2".parse().unwrap());
+            Ok::<_, Infallible>(response)
+        }
+    });
+    // A caller's deadline of 6 s shrinks the budget, as in a proxy.
+    let policy = Policy::default().within(secs(6)).unwrap();
+    let mut client = ServiceBuilder::new().retry_budget(policy).service(inner);
+    ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
+    let mut fut = task::spawn(client.call(get()));
+    assert_pending!(fut.poll());
+    advance_to(origin, secs(2)).await;
+    // The second 429 answers at once; a third attempt could not fit.
+    let response = assert_ready!(fut.poll()).unwrap();
+    assert_eq!(response.status(), 429);
+    let at = |attempt, reservation| AttemptDeadline {
+        attempt,
+        reservation,
+    };
+    // 1 at 0 s (cap 4 s); 2 at 2 s (ends at 6 s); no third: 4 + 4 > 6.
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            (secs(0), Some(at(1, secs(4)))),
+            (secs(2), Some(at(2, secs(4))))
+        ]
+    );
+}

@@ -15,7 +15,8 @@ use retry_budget::{Policy, PolicyError, Ratio};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::{ClientBudget, ResetSignal};
 
-use crate::signal_args::{parse_duration, SignalArgs};
+use crate::duration_arg;
+use crate::signal_args::SignalArgs;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -34,17 +35,17 @@ pub struct Args {
     /// The total budget of each action, counted from its first attempt's
     /// start (shrunk further by a caller's grpc-timeout or
     /// x-envoy-upstream-rq-timeout-ms).
-    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = duration_arg::parse)]
     budget: Duration,
     /// The maximum number of attempts per action, the first included.
     #[arg(long, value_name = "N", default_value_t = 3)]
     max_attempts: u32,
     /// The per-attempt cap: reserved in full before every attempt, and the
     /// attempt's deadline.
-    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = duration_arg::parse)]
     attempt_timeout: Duration,
     /// The shortest wait applied to a valid Retry-After.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_arg::parse)]
     min_wait: Duration,
     /// Trust no calendar clock: a Retry-After date stops with clock_untrusted.
     #[arg(long)]
@@ -87,7 +88,7 @@ pub struct Args {
     retry_retries: bool,
     /// On SIGTERM or SIGINT, how long actions in flight may still take
     /// before they are cancelled. Default: the budget.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
     drain: Option<Duration>,
     /// The format of the one log line per action on stderr.
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Text)]

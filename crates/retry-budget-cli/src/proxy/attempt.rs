@@ -6,7 +6,8 @@
 //! * numbers it: `retry-budget-attempt: N` (1 for the first), from an
 //!   [`AttemptCounter`] in the request's extensions that every copy shares
 //!   (the copies clone the extensions, so they clone the `Arc`);
-//! * writes the time left for it into the caller's deadline header (see
+//! * writes the time the core reserved for it (the retry layer's
+//!   [`AttemptDeadline`]) into the caller's deadline header (see
 //!   [`CallerDeadline`]);
 //! * opens the attempt's span with the OpenTelemetry HTTP client attribute
 //!   names (`http.request.method`, `url.full`, `http.request.resend_count`,
@@ -22,6 +23,7 @@ use std::task::{Context, Poll};
 use http::{HeaderName, HeaderValue, Request, Response};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
+use tower_retry_budget::AttemptDeadline;
 use tracing::Span;
 
 use super::deadline::CallerDeadline;
@@ -101,8 +103,12 @@ where
             }
             None => 1,
         };
-        if let Some(deadline) = request.extensions().get::<CallerDeadline>().copied() {
-            deadline.write(request.headers_mut());
+        let extensions = request.extensions();
+        if let (Some(caller), Some(reserved)) = (
+            extensions.get::<CallerDeadline>().copied(),
+            extensions.get::<AttemptDeadline>().copied(),
+        ) {
+            caller.write(request.headers_mut(), reserved.reservation);
         }
         let span = tracing::info_span!(
             target: "retry_budget::proxy",
@@ -189,6 +195,50 @@ mod tests {
             .insert(AttemptCounter::starting_at(3));
         service.oneshot(again).await.unwrap();
         assert_eq!(*seen.lock().unwrap(), ["1", "2", "3"]);
+    }
+
+    #[tokio::test]
+    async fn the_deadline_header_is_the_reservation_the_retry_layer_gave() {
+        use super::super::deadline::{Allowed, GRPC_TIMEOUT};
+        use std::time::Duration;
+
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let upstream = tower::service_fn(move |req: Request<()>| {
+            let value = req.headers().get(GRPC_TIMEOUT).cloned();
+            s.lock().unwrap().push(value);
+            async { Ok::<_, Infallible>(Response::new(())) }
+        });
+        let service = AttemptLayer.layer(upstream);
+        let caller = CallerDeadline {
+            allowed: Allowed {
+                time: Duration::from_secs(10),
+                grpc: true,
+                envoy: false,
+            },
+        };
+        let mut request = Request::new(());
+        request.extensions_mut().insert(caller);
+        request.extensions_mut().insert(AttemptDeadline {
+            attempt: 2,
+            reservation: Duration::from_secs(3),
+        });
+        service.clone().oneshot(request).await.unwrap();
+        // Without the retry layer's reservation, the caller's header is
+        // forwarded as it came.
+        let mut request = Request::new(());
+        request
+            .headers_mut()
+            .insert(GRPC_TIMEOUT, HeaderValue::from_static("10S"));
+        request.extensions_mut().insert(caller);
+        service.oneshot(request).await.unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                Some(HeaderValue::from_static("3000000u")),
+                Some(HeaderValue::from_static("10S"))
+            ]
+        );
     }
 
     /// The fields of every span, by span id, as a subscriber sees them.

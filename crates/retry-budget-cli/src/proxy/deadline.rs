@@ -8,8 +8,10 @@
 //! caller's deadline shrinks the action's budget, through the core's own
 //! validated builder (`Policy::within`): the rule (an attempt starts only if its
 //! whole cap fits) stays the core's, it just has less room. Each attempt
-//! sent then carries the time left *for it* in the header the caller used,
-//! so the upstream (or the next proxy) knows it too.
+//! sent then carries the time the core reserved *for it*
+//! ([`AttemptDeadline`](tower_retry_budget::AttemptDeadline), which ends
+//! inside the shrunk budget) in the header the caller used, so the upstream
+//! (or the next proxy) knows it too.
 //!
 //! The parsing is hand-written: the `grpc-timeout` grammar is a few lines
 //! (tonic's parser is private), and Envoy's header is a decimal integer.
@@ -17,7 +19,6 @@
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use tokio::time::Instant;
 
 /// `grpc-timeout`.
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
@@ -59,28 +60,21 @@ pub fn read(headers: &HeaderMap) -> Option<Allowed> {
     })
 }
 
-/// Request extension: the caller's deadline, for every attempt to rewrite.
+/// Request extension: the caller's deadline headers, for every attempt to
+/// rewrite.
 #[derive(Debug, Clone, Copy)]
 pub struct CallerDeadline {
-    /// When the proxy received the request.
-    pub received: Instant,
-    /// What the caller allowed then.
+    /// What the caller allowed when the proxy received the request.
     pub allowed: Allowed,
-    /// The per-attempt cap of the action's policy.
-    pub cap: Duration,
 }
 
 impl CallerDeadline {
-    /// The time left for an attempt starting now: what the caller still
-    /// allows, and never more than the attempt's cap.
-    pub fn left(&self) -> Duration {
-        let elapsed = Instant::now().saturating_duration_since(self.received);
-        self.allowed.time.saturating_sub(elapsed).min(self.cap)
-    }
-
-    /// Writes the time left into the headers the caller used.
-    pub fn write(&self, headers: &mut HeaderMap) {
-        let left = self.left();
+    /// Writes `left`, the time the core reserved for the attempt
+    /// ([`AttemptDeadline`](tower_retry_budget::AttemptDeadline)), into the
+    /// headers the caller used. The core only reserves time that ends
+    /// inside the budget the caller's deadline shrank, so this is never
+    /// more than the caller still allows.
+    pub fn write(&self, headers: &mut HeaderMap, left: Duration) {
         if self.allowed.grpc {
             headers.insert(GRPC_TIMEOUT, format_grpc_timeout(left));
         }
@@ -211,28 +205,22 @@ mod tests {
         assert_eq!(read(&HeaderMap::new()), None);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn each_attempt_carries_the_time_left_for_it() {
-        let deadline = CallerDeadline {
-            received: Instant::now(),
+    #[test]
+    fn the_reservation_goes_into_the_headers_the_caller_used() {
+        let deadline = |grpc, envoy| CallerDeadline {
             allowed: Allowed {
                 time: Duration::from_secs(10),
-                grpc: true,
-                envoy: true,
+                grpc,
+                envoy,
             },
-            cap: Duration::from_secs(4),
         };
         let mut headers = HeaderMap::new();
-        deadline.write(&mut headers);
-        assert_eq!(headers[&GRPC_TIMEOUT], "4000000u");
-        assert_eq!(headers[&ENVOY_TIMEOUT], "4000");
-        tokio::time::advance(Duration::from_millis(7500)).await;
-        deadline.write(&mut headers);
+        deadline(true, true).write(&mut headers, Duration::from_millis(2500));
         assert_eq!(headers[&GRPC_TIMEOUT], "2500000u");
         assert_eq!(headers[&ENVOY_TIMEOUT], "2500");
-        tokio::time::advance(Duration::from_secs(60)).await;
-        deadline.write(&mut headers);
-        assert_eq!(headers[&GRPC_TIMEOUT], "0n");
+        let mut headers = HeaderMap::new();
+        deadline(false, true).write(&mut headers, Duration::ZERO);
+        assert_eq!(headers.get(&GRPC_TIMEOUT), None);
         assert_eq!(headers[&ENVOY_TIMEOUT], "1", "never Envoy's 'no timeout'");
     }
 }

@@ -23,7 +23,7 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use retry_budget::{EventKind, Outcome, Policy, Report};
+use retry_budget::{Outcome, Policy, PolicyError, Report};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -128,7 +128,21 @@ pub async fn handle(
     let allowed = deadline::read(&parts.headers);
     let policy = match policy_of(proxy.config.policy, allowed.map(|a| a.time), once) {
         Ok(policy) => policy,
-        Err(_) => return Ok(deadline_passed()),
+        Err(Refused::DeadlineSpent(zero)) => return Ok(deadline_spent(&zero)),
+        Err(Refused::Invalid(error)) => {
+            // Not the caller's doing: the configured policy could not be
+            // narrowed for this request.
+            tracing::error!(
+                target: "retry_budget::proxy",
+                "internal error: no valid policy for {} {}: {error}",
+                parts.method,
+                logged_uri(&parts.uri),
+            );
+            return Ok(local(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("retry-budget proxy: internal error: no valid policy for this request ({error}): nothing was sent\n"),
+            ));
+        }
     };
 
     prepare(&mut parts, uri, &proxy.config);
@@ -142,11 +156,7 @@ pub async fn handle(
     extensions.insert(slot.clone());
     extensions.insert(proxy.cancel.child_token());
     if let Some(allowed) = allowed {
-        extensions.insert(CallerDeadline {
-            received,
-            allowed,
-            cap: policy.attempt_cap(),
-        });
+        extensions.insert(CallerDeadline { allowed });
     }
     if once.is_none() && !is_safe(&parts.method) {
         // A write with an Idempotency-Key: the caller says every copy is
@@ -177,12 +187,15 @@ pub async fn handle(
         logged: false,
     };
     let request = Request::from_parts(parts, body);
-    let result = proxy
+    // Declared after `pending`, so dropped before it if the caller leaves:
+    // the layer's future, dropped, fills the slot with the core's report
+    // before `pending` writes the log line from it.
+    let action = std::pin::pin!(proxy
         .stack
         .service(policy)
         .oneshot(request)
-        .instrument(span.clone())
-        .await;
+        .instrument(span.clone()));
+    let result = action.await;
     let response = match result {
         Ok(response) => relay(response),
         Err(error) => failed(&error),
@@ -198,18 +211,35 @@ pub async fn handle(
     Ok(response)
 }
 
+/// Why a request has no policy.
+#[derive(Debug, PartialEq)]
+enum Refused {
+    /// The core's answer to a caller's deadline that allows no time at all
+    /// ([`PolicyError::ZeroBudget`] from `Policy::within`): the caller's
+    /// budget is spent before anything is sent.
+    DeadlineSpent(PolicyError),
+    /// Any other refusal: the proxy's own error, not the caller's.
+    Invalid(PolicyError),
+}
+
 /// The policy of one request; see the [module docs](self).
 fn policy_of(
     base: Policy,
     allowed: Option<std::time::Duration>,
     once: Option<Once>,
-) -> Result<Policy, retry_budget::PolicyError> {
-    let policy = match allowed {
-        Some(allowed) => base.within(allowed)?,
+) -> Result<Policy, Refused> {
+    let policy = match allowed.map(|allowed| base.within(allowed)) {
+        Some(Ok(policy)) => policy,
+        Some(Err(zero @ PolicyError::ZeroBudget)) => return Err(Refused::DeadlineSpent(zero)),
+        Some(Err(other)) => return Err(Refused::Invalid(other)),
         None => base,
     };
     if once.is_some() {
-        return policy.to_builder().max_attempts(1).build();
+        return policy
+            .to_builder()
+            .max_attempts(1)
+            .build()
+            .map_err(Refused::Invalid);
     }
     Ok(policy)
 }
@@ -277,15 +307,14 @@ fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
     response
 }
 
-/// For a `held_off` action: how long the upstream's hold-off still runs, as
-/// a `Retry-After` (whole seconds, rounded up), from the core's trail.
+/// For a `held_off` action: how long the upstream's hold-off still runs
+/// (the core's [`Report::held_off_left`]), as a `Retry-After` in whole
+/// seconds, rounded up.
 fn held_off_for(report: &Report) -> Option<HeaderValue> {
-    let until = report.events.iter().rev().find_map(|e| match e.kind {
-        EventKind::HeldOff { until } => Some(until),
-        _ => None,
-    })?;
-    let left = until.saturating_sub(report.elapsed);
-    let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+    let left = report.held_off_left()?;
+    let secs = left
+        .as_secs()
+        .saturating_add(u64::from(left.subsec_nanos() > 0));
     Some(HeaderValue::from(secs))
 }
 
@@ -296,11 +325,14 @@ fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
     headers.insert(OUTCOME, HeaderValue::from_static(outcome.as_str()));
 }
 
-/// The caller's deadline had passed before anything could be sent.
-fn deadline_passed() -> Response<ProxyBody> {
+/// The caller's deadline leaves no time (the core's `zero`, a zero budget):
+/// the budget is exhausted before the first attempt, nothing is sent.
+fn deadline_spent(zero: &PolicyError) -> Response<ProxyBody> {
     let mut response = local(
         StatusCode::GATEWAY_TIMEOUT,
-        "retry-budget proxy: the caller's deadline leaves no time: nothing was sent\n",
+        &format!(
+            "retry-budget proxy: the caller's deadline leaves no time ({zero}): nothing was sent\n"
+        ),
     );
     tell(&mut response, Outcome::BudgetExhausted, 0);
     response
@@ -354,27 +386,27 @@ impl Drop for Pending {
         if self.logged {
             return;
         }
-        // The layer fills the slot when its future is dropped; if this runs
-        // first, the action was still running: it is cancelled.
-        let line = match self.slot.get() {
+        // The caller left: the layer's future, dropped first, has filled the
+        // slot with the core's report (`cancelled`).
+        match self.slot.get() {
             Some(report) => ActionLine::of_report(
                 &self.method,
                 &self.url,
                 &report,
                 self.received.elapsed(),
                 self.once.map(Once::as_str),
+            )
+            .write(self.format),
+            // Every request of this stack is budgeted, so the layer always
+            // reports; no outcome is made up if it did not.
+            None => tracing::error!(
+                target: "retry_budget::proxy",
+                "internal error: the retry layer gave no report for {} {} ({} attempts sent)",
+                self.method,
+                logged_uri(&self.url),
+                self.counter.sent(),
             ),
-            None => ActionLine {
-                method: &self.method,
-                url: &self.url,
-                outcome: Outcome::Cancelled,
-                attempts: self.counter.sent(),
-                elapsed: self.received.elapsed(),
-                last_status: None,
-                once: self.once.map(Once::as_str),
-            },
-        };
-        line.write(self.format);
+        }
     }
 }
 
@@ -399,7 +431,11 @@ mod tests {
         assert_eq!(both.max_attempts(), 1);
         assert_eq!(both.total_budget(), Duration::from_secs(2));
         assert_eq!(both.attempt_cap(), Duration::from_secs(2));
-        assert!(policy_of(base, Some(Duration::ZERO), None).is_err());
+        assert_eq!(
+            policy_of(base, Some(Duration::ZERO), None),
+            Err(Refused::DeadlineSpent(PolicyError::ZeroBudget)),
+            "the core's answer to a spent deadline"
+        );
     }
 
     #[test]

@@ -31,13 +31,14 @@ pub struct RedisStore {
 }
 
 /// Why a [`RedisStore`] cannot be made.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum RedisStoreError {
-    /// The URL is not one the `redis` crate can connect to.
+    /// The URL is not one the `redis` crate can connect to; the `redis`
+    /// crate's error is the [source](std::error::Error::source).
     Url {
         /// What the `redis` crate said.
-        reason: String,
+        source: redis::RedisError,
     },
     /// A namespace is 1 to 64 ASCII letters, digits, `.`, `_` or `-` (a
     /// tenant name or a hash of an API token; never the token itself).
@@ -55,7 +56,7 @@ pub enum RedisStoreError {
 impl fmt::Display for RedisStoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Url { reason } => write!(f, "not a usable Redis URL: {reason}"),
+            Self::Url { .. } => f.write_str("not a usable Redis URL"),
             Self::Namespace { namespace } => write!(
                 f,
                 "the hold-off namespace {namespace:?} must be 1 to 64 ASCII letters, digits, '.', '_' or '-'"
@@ -68,7 +69,14 @@ impl fmt::Display for RedisStoreError {
     }
 }
 
-impl std::error::Error for RedisStoreError {}
+impl std::error::Error for RedisStoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Url { source } => Some(source),
+            Self::Namespace { .. } | Self::OpTimeout { .. } => None,
+        }
+    }
+}
 
 impl RedisStore {
     /// A store at `url` (`redis://[user:password@]host:port[/db]`, or
@@ -81,9 +89,7 @@ impl RedisStore {
     ///
     /// [`RedisStoreError::Url`].
     pub fn new(url: &str) -> Result<Self, RedisStoreError> {
-        let client = redis::Client::open(url).map_err(|e| RedisStoreError::Url {
-            reason: e.to_string(),
-        })?;
+        let client = redis::Client::open(url).map_err(|source| RedisStoreError::Url { source })?;
         Ok(Self {
             client,
             namespace: String::new(),
@@ -159,5 +165,26 @@ impl fmt::Debug for RedisStore {
             .field("namespace", &self.namespace)
             .field("op_timeout", &self.op_timeout)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn a_bad_url_keeps_the_redis_error_as_its_source() {
+        let Err(error) = RedisStore::new("http://not-redis.test") else {
+            panic!("an http URL is not a Redis URL");
+        };
+        let RedisStoreError::Url { source } = &error else {
+            panic!("not the URL error: {error:?}");
+        };
+        assert_eq!(error.to_string(), "not a usable Redis URL");
+        let from_source = error.source().expect("the redis crate's error");
+        assert_eq!(from_source.to_string(), source.to_string());
+        assert!(!source.to_string().is_empty());
     }
 }

@@ -1,0 +1,62 @@
+//! What the retry layer tells the layers below it about each attempt.
+//!
+//! # Why
+//!
+//! A layer below the retry layer (a proxy writing `grpc-timeout`, a client
+//! setting its own timeout) needs the attempt's deadline, and must not work
+//! it out again from clocks of its own: the core decides when each attempt
+//! must answer ([`Decision::AwaitResponse`](retry_budget::Decision)). So
+//! the retry layer puts that decision, as an [`AttemptDeadline`], in the
+//! extensions of every attempt request it sends.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use std::time::Duration;
+//! use http::{Request, Response};
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//! use tower_retry_budget::{AttemptDeadline, Policy, RetryBudgetLayer};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let policy = Policy::default().within(Duration::from_secs(2)).unwrap();
+//! let service = ServiceBuilder::new()
+//!     .layer(RetryBudgetLayer::new(policy))
+//!     .service(service_fn(|request: Request<()>| async move {
+//!         let deadline = request.extensions().get::<AttemptDeadline>().copied();
+//!         assert_eq!(
+//!             deadline,
+//!             Some(AttemptDeadline { attempt: 1, reservation: Duration::from_secs(2) })
+//!         );
+//!         Ok::<_, Infallible>(Response::new(()))
+//!     }));
+//! service.oneshot(Request::new(())).await.unwrap();
+//! # }
+//! ```
+
+use std::time::Duration;
+
+use http::Request;
+use retry_budget::Action;
+
+/// Request extension on every attempt the retry layer sends: the attempt's
+/// number and the time the core reserved for it (from its start to its
+/// deadline). The reservation always ends inside the action's budget, so a
+/// caller's deadline that shrank the budget is respected by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptDeadline {
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// How long the attempt may take: its deadline minus its start.
+    pub reservation: Duration,
+}
+
+/// `request` with the deadline of the attempt `action` has in flight.
+pub(crate) fn with_deadline<B>(mut request: Request<B>, action: &Action) -> Request<B> {
+    if let Some((attempt, reservation)) = action.reservation() {
+        request.extensions_mut().insert(AttemptDeadline {
+            attempt,
+            reservation,
+        });
+    }
+    request
+}
