@@ -262,7 +262,19 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
     let mut pending: Option<(Duration, Duration)> = None;
     let mut waits_seen = 0usize;
     for (i, event) in events.iter().enumerate() {
-        let next = events.get(i + 1).map(|e| &e.kind);
+        // The step after this one, past the notes that annotate a response
+        // (repeated values, a lenient date, reset headers).
+        let next = events[i + 1..]
+            .iter()
+            .map(|e| &e.kind)
+            .find(|kind| {
+                !matches!(
+                    kind,
+                    EventKind::RetryAfterRepeated { .. }
+                        | EventKind::LenientDate { .. }
+                        | EventKind::ResetHeader { .. }
+                )
+            });
         match &event.kind {
             EventKind::AttemptStarted {
                 attempt,
