@@ -264,17 +264,14 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
     for (i, event) in events.iter().enumerate() {
         // The step after this one, past the notes that annotate a response
         // (repeated values, a lenient date, reset headers).
-        let next = events[i + 1..]
-            .iter()
-            .map(|e| &e.kind)
-            .find(|kind| {
-                !matches!(
-                    kind,
-                    EventKind::RetryAfterRepeated { .. }
-                        | EventKind::LenientDate { .. }
-                        | EventKind::ResetHeader { .. }
-                )
-            });
+        let next = events[i + 1..].iter().map(|e| &e.kind).find(|kind| {
+            !matches!(
+                kind,
+                EventKind::RetryAfterRepeated { .. }
+                    | EventKind::LenientDate { .. }
+                    | EventKind::ResetHeader { .. }
+            )
+        });
         match &event.kind {
             EventKind::AttemptStarted {
                 attempt,
