@@ -689,13 +689,14 @@ async fn without_the_peek_layer_the_status_in_trailers_is_not_seen() {
 
 // ---- real time, tonic on loopback ------------------------------------------
 
+#[path = "support/raw_codec.rs"]
+mod raw_codec;
+
 mod loopback {
     use std::time::Instant as WallClock;
 
-    use bytes::{Buf, BufMut};
     use http::uri::PathAndQuery;
     use tonic::body::Body as TonicBody;
-    use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
     use tonic::metadata::MetadataMap;
     use tonic::server::NamedService;
     use tonic::transport::server::TcpIncoming;
@@ -705,46 +706,7 @@ mod loopback {
 
     use super::*;
 
-    // A codec for raw bytes (what prost would be, without protoc).
-    #[derive(Debug, Clone, Copy, Default)]
-    pub(super) struct RawCodec;
-
-    #[derive(Debug, Clone, Copy, Default)]
-    pub(super) struct Raw;
-
-    impl Codec for RawCodec {
-        type Encode = Bytes;
-        type Decode = Bytes;
-        type Encoder = Raw;
-        type Decoder = Raw;
-
-        fn encoder(&mut self) -> Raw {
-            Raw
-        }
-
-        fn decoder(&mut self) -> Raw {
-            Raw
-        }
-    }
-
-    impl Encoder for Raw {
-        type Item = Bytes;
-        type Error = Status;
-
-        fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-            dst.put_slice(&item);
-            Ok(())
-        }
-    }
-
-    impl Decoder for Raw {
-        type Item = Bytes;
-        type Error = Status;
-
-        fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-            Ok(Some(src.copy_to_bytes(src.remaining())))
-        }
-    }
+    pub(super) use super::raw_codec::RawCodec;
 
     /// How the server answers the n-th call (0-based).
     #[derive(Debug, Clone, Copy)]

@@ -18,11 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BufMut, Bytes};
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
 use tonic::body::Body;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic::transport::server::TcpIncoming;
@@ -34,50 +33,9 @@ use tower_retry_budget::{
     RetryBudgetLayer,
 };
 
-// ---- a codec for raw bytes (what prost would be, without protoc) ----------
-
-#[derive(Debug, Clone, Copy, Default)]
-struct RawCodec;
-
-#[derive(Debug, Clone, Copy, Default)]
-struct RawEncoder;
-
-#[derive(Debug, Clone, Copy, Default)]
-struct RawDecoder;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawEncoder;
-    type Decoder = RawDecoder;
-
-    fn encoder(&mut self) -> RawEncoder {
-        RawEncoder
-    }
-
-    fn decoder(&mut self) -> RawDecoder {
-        RawDecoder
-    }
-}
-
-impl Encoder for RawEncoder {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put_slice(&item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawDecoder {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
+#[path = "support/raw_codec.rs"]
+mod raw_codec;
+use raw_codec::RawCodec;
 
 // ---- the server: what codegen would produce, by hand ----------------------
 
