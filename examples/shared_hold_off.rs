@@ -24,7 +24,7 @@ use retry_budget::Policy;
 use tokio::time::Instant;
 use tower::{service_fn, Layer, Service};
 use tower_retry_budget::hold_off::RedisStore;
-use tower_retry_budget::{HoldOff, RetryBudgetLayer};
+use tower_retry_budget::{clock, HoldOff, RetryBudgetLayer};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -71,11 +71,9 @@ async fn propagation(url: &str, n: usize) -> Result<(), Error> {
     for i in 0..n {
         let authority = format!("http://host-{i}.test:80");
         let start = Instant::now();
-        // Not the adapter (whose one saturating mapping is private): an
-        // instant the clock cannot hold is an error here, never a panic.
-        #[allow(clippy::disallowed_methods)]
-        let until = start
-            .checked_add(Duration::from_secs(60))
+        // Through the crate's one saturating mapping: an instant the clock
+        // cannot hold is an error here, never a panic.
+        let until = clock::instant_at(start, Duration::from_secs(60))
             .ok_or("the clock cannot represent a hold-off 60 s from now")?;
         a.hold(&authority, until);
         while b.until(&authority).is_none() {
