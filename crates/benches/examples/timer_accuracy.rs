@@ -62,7 +62,7 @@ fn main() {
                 EventKind::WaitPlanned { until, .. } => Some(until),
                 _ => None,
             });
-            let (Some(until), Some(start)) = (until, report.starts.get(1)) else {
+            let (Some(until), Some(start)) = (until, report.starts().get(1).copied()) else {
                 panic!("every action retries once: {report}");
             };
             lateness.push(start.as_secs_f64() - until.as_secs_f64());

@@ -73,13 +73,14 @@
 //! assert_eq!(action.response(s(14), 200, &RetryAfter::Missing, None), Decision::Stop(Outcome::Success));
 //!
 //! let report = action.report().expect("stopped");
-//! assert_eq!(report.starts, vec![s(0), s(5), s(11)]);
+//! assert_eq!(report.starts(), vec![s(0), s(5), s(11)]);
 //! assert_eq!((report.request_time, report.wait_time), (s(7), s(7)));
 //! ```
 
 use std::time::{Duration, SystemTime};
 
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use crate::trail_store::Trail;
 use crate::{Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter};
 
 /// What the caller must do next.
@@ -126,7 +127,7 @@ pub struct Action {
     request_time: Duration,
     wait_time: Duration,
     server_requested_wait: Option<Duration>,
-    events: Vec<Event>,
+    events: Trail,
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
@@ -187,7 +188,7 @@ impl Action {
             wait_time: Duration::ZERO,
             server_requested_wait: None,
             // No allocation until the first event: a fresh action is free.
-            events: Vec::new(),
+            events: Trail::new(),
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
@@ -825,23 +826,18 @@ impl Action {
 
     /// The report, once the action has stopped, moving the trail instead of
     /// copying it. Returns `None` (and drops the action) if it has not.
-    pub fn into_report(self) -> Option<Report> {
+    pub fn into_report(mut self) -> Option<Report> {
+        self.take_report()
+    }
+
+    /// The report, once the action has stopped, moving the trail out of
+    /// the action (which keeps its state, with an empty trail). `None`, and
+    /// nothing moved, if it has not stopped. For a caller that owns the
+    /// action in place (a future's state) and ends it once.
+    pub fn take_report(&mut self) -> Option<Report> {
         let Phase::Stopped { outcome, at } = self.phase else {
             return None;
         };
-        // Starts and waits are read off the trail: one source of truth.
-        let mut starts = Vec::with_capacity(self.attempts_started as usize);
-        let mut waits = Vec::new();
-        for event in &self.events {
-            match event.kind {
-                EventKind::AttemptStarted { .. } => starts.push(event.at),
-                EventKind::Woke { waited_from, .. }
-                | EventKind::CallerLeft {
-                    waited_from: Some(waited_from),
-                } => waits.push((waited_from, event.at)),
-                _ => {}
-            }
-        }
         Some(Report {
             outcome,
             last_status: self.last_status,
@@ -852,9 +848,7 @@ impl Action {
             wait_time: self.wait_time,
             server_requested_wait: self.server_requested_wait,
             attempt_cap: self.policy.attempt_cap(),
-            starts,
-            waits,
-            events: self.events,
+            events: std::mem::take(&mut self.events),
             shared_with: 0,
         })
     }

@@ -28,6 +28,7 @@
 //! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `trail.rs` | the events of the trail |
+//! | `trail_store.rs` | where the trail is kept (inline while short) |
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
@@ -69,6 +70,7 @@ mod retry_after;
 mod secs;
 mod status;
 mod trail;
+mod trail_store;
 
 #[cfg(feature = "replay")]
 pub mod replay;
@@ -89,3 +91,4 @@ pub use retry_after::{
 };
 pub use status::StatusSet;
 pub use trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+pub use trail_store::Trail;

@@ -16,12 +16,12 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::policy::Secs;
-use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen};
+use crate::trail::{EventKind, ResetRead, RetryAfterSeen};
+use crate::trail_store::Trail;
 use crate::{Category, Outcome};
 
 /// What happened to one action.
 #[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Report {
     /// How the action ended.
@@ -33,56 +33,21 @@ pub struct Report {
     /// Attempts allowed.
     pub max_attempts: u32,
     /// Elapsed time at the stop, since the first attempt's start.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "elapsed_s", serialize_with = "crate::secs::ser")
-    )]
     pub elapsed: Duration,
     /// Total time with a request in flight.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "request_s", serialize_with = "crate::secs::ser")
-    )]
     pub request_time: Duration,
     /// Total time actually spent waiting between attempts.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "wait_s", serialize_with = "crate::secs::ser")
-    )]
     pub wait_time: Duration,
     /// The delay the last response asked for, before the local floor and
     /// any spread: its `Retry-After` (the longest valid value), or a reset
     /// header if that asked longer. `None` if the last response gave no
     /// usable one, was not a status the policy retries, or asked for a
     /// date that no trusted calendar could measure, whatever the outcome.
-    #[cfg_attr(
-        feature = "serde",
-        serde(
-            rename = "server_requested_wait_s",
-            serialize_with = "crate::secs::ser_opt"
-        )
-    )]
     pub server_requested_wait: Option<Duration>,
     /// The per-attempt cap in force.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "attempt_cap_s", serialize_with = "crate::secs::ser")
-    )]
     pub attempt_cap: Duration,
-    /// The start of every attempt.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "starts_s", serialize_with = "crate::secs::ser_list")
-    )]
-    pub starts: Vec<Duration>,
-    /// Every wait actually spent, as `(from, to)`.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "waits_s", serialize_with = "crate::secs::ser_spans")
-    )]
-    pub waits: Vec<(Duration, Duration)>,
     /// The full trail.
-    pub events: Vec<Event>,
+    pub events: Trail,
     /// How many other callers received this same result because their
     /// identical requests were coalesced with this one (single flight);
     /// 0 when the result was not shared.
@@ -90,6 +55,46 @@ pub struct Report {
 }
 
 impl Report {
+    /// The start of every attempt, read off the trail.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy, RetryAfter};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(s(0));
+    /// action.response(s(1), 429, &RetryAfter::Seconds(s(2)), None);
+    /// action.timer_woke(s(3));
+    /// action.attempt_started(s(3));
+    /// action.response(s(4), 200, &RetryAfter::Missing, None);
+    /// let report = action.into_report().unwrap();
+    /// assert_eq!(report.starts(), [s(0), s(3)]);
+    /// assert_eq!(report.waits(), [(s(1), s(3))]);
+    /// ```
+    pub fn starts(&self) -> Vec<Duration> {
+        self.events
+            .iter()
+            .filter(|event| matches!(event.kind, EventKind::AttemptStarted { .. }))
+            .map(|event| event.at)
+            .collect()
+    }
+
+    /// Every wait actually spent, as `(from, to)`, read off the trail (a
+    /// wait the caller left during ends where it left).
+    pub fn waits(&self) -> Vec<(Duration, Duration)> {
+        self.events
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::Woke { waited_from, .. }
+                | EventKind::CallerLeft {
+                    waited_from: Some(waited_from),
+                } => Some((waited_from, event.at)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The visible status as one string (the same text as `Display`).
     pub fn message(&self) -> String {
         self.to_string()
@@ -424,7 +429,42 @@ mod tests {
         let mut action = Action::new(policy(10, 2));
         let _ = action.caller_left(secs(0));
         let report = action.report().expect("the action has ended");
-        assert_eq!(report.starts, Vec::<Duration>::new());
+        assert_eq!(report.starts(), Vec::<Duration>::new());
         assert_eq!(report.body_deadline(), report.elapsed);
+    }
+}
+
+/// JSON field names and units as before the trail's starts and waits became
+/// methods: `starts_s` and `waits_s` are read off the trail.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+
+        let secs = Duration::as_secs_f64;
+        let mut out = serializer.serialize_struct("Report", 13)?;
+        out.serialize_field("outcome", &self.outcome)?;
+        out.serialize_field("last_status", &self.last_status)?;
+        out.serialize_field("attempts_started", &self.attempts_started)?;
+        out.serialize_field("max_attempts", &self.max_attempts)?;
+        out.serialize_field("elapsed_s", &secs(&self.elapsed))?;
+        out.serialize_field("request_s", &secs(&self.request_time))?;
+        out.serialize_field("wait_s", &secs(&self.wait_time))?;
+        out.serialize_field(
+            "server_requested_wait_s",
+            &self.server_requested_wait.as_ref().map(secs),
+        )?;
+        out.serialize_field("attempt_cap_s", &secs(&self.attempt_cap))?;
+        let starts: Vec<f64> = self.starts().iter().map(secs).collect();
+        out.serialize_field("starts_s", &starts)?;
+        let waits: Vec<[f64; 2]> = self
+            .waits()
+            .iter()
+            .map(|(a, b)| [secs(a), secs(b)])
+            .collect();
+        out.serialize_field("waits_s", &waits)?;
+        out.serialize_field("events", &self.events)?;
+        out.serialize_field("shared_with", &self.shared_with)?;
+        out.end()
     }
 }

@@ -14,14 +14,3 @@ pub(crate) fn ser_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok
         None => s.serialize_none(),
     }
 }
-
-pub(crate) fn ser_list<S: Serializer>(ds: &[Duration], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(ds.iter().map(Duration::as_secs_f64))
-}
-
-pub(crate) fn ser_spans<S: Serializer>(
-    ds: &[(Duration, Duration)],
-    s: S,
-) -> Result<S::Ok, S::Error> {
-    s.collect_seq(ds.iter().map(|(a, b)| [a.as_secs_f64(), b.as_secs_f64()]))
-}

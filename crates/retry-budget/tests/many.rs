@@ -325,8 +325,8 @@ fn a_hold_off_that_fits_delays_the_first_attempt() {
     action.response(s(7), 200, &RetryAfter::Missing, None);
     let report = report(&action);
     assert_eq!(report.outcome, Outcome::Success);
-    assert_eq!(report.starts, [s(6)]);
-    assert_eq!(report.waits, [(s(0), s(6))]);
+    assert_eq!(report.starts(), [s(6)]);
+    assert_eq!(report.waits(), [(s(0), s(6))]);
     assert_eq!(report.wait_time, s(6));
 }
 
@@ -380,7 +380,7 @@ fn leaving_during_a_hold_off_is_cancelled_with_nothing_sent() {
     assert_eq!(action.caller_left(s(2)), Decision::Stop(Outcome::Cancelled));
     let report = report(&action);
     assert_eq!(report.attempts_started, 0);
-    assert_eq!(report.waits, [(s(0), s(2))]);
+    assert_eq!(report.waits(), [(s(0), s(2))]);
     assert_eq!(report.category(), Some(Category::Cancelled));
 }
 

@@ -195,18 +195,18 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
 
     // Attempts and starts.
     prop_assert!(report.attempts_started <= policy.max_attempts());
-    prop_assert_eq!(report.starts.len(), report.attempts_started as usize);
-    for start in &report.starts {
+    prop_assert_eq!(report.starts().len(), report.attempts_started as usize);
+    for start in &report.starts() {
         prop_assert!(*start + cap <= budget, "start {:?} + cap > budget", start);
     }
-    if let Some(first) = report.starts.first() {
+    if let Some(first) = report.starts().first() {
         prop_assert_eq!(
             *first,
             Duration::ZERO,
             "the budget counts from the first start"
         );
     }
-    for pair in report.starts.windows(2) {
+    for pair in report.starts().windows(2) {
         prop_assert!(pair[0] <= pair[1]);
         if !policy.min_wait().is_zero() {
             prop_assert!(pair[0] < pair[1], "starts not strictly increasing");
@@ -218,9 +218,9 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
     let stopped_at = report.elapsed;
     prop_assert!(report.request_time + report.wait_time <= stopped_at);
     prop_assert_eq!(report.request_time + report.wait_time, stopped_at);
-    let waited: Duration = report.waits.iter().map(|(from, to)| *to - *from).sum();
+    let waited: Duration = report.waits().iter().map(|(from, to)| *to - *from).sum();
     prop_assert_eq!(waited, report.wait_time);
-    for (from, to) in &report.waits {
+    for (from, to) in &report.waits() {
         prop_assert!(from <= to);
     }
     if on_time {
@@ -278,7 +278,7 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
                 reservation_end,
             } => {
                 prop_assert_eq!(*reservation_end, event.at + cap);
-                prop_assert_eq!(report.starts[*attempt as usize - 1], event.at);
+                prop_assert_eq!(report.starts()[*attempt as usize - 1], event.at);
             }
             EventKind::Response {
                 attempt,
@@ -287,7 +287,7 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
             } => {
                 let k = *attempt;
                 let scripted = &case.attempts[k as usize - 1];
-                let start = report.starts[k as usize - 1];
+                let start = report.starts()[k as usize - 1];
                 prop_assert_eq!(*status, scripted.status);
                 prop_assert_eq!(event.at, start + scripted.duration);
                 let parsed = scripted
@@ -357,7 +357,7 @@ fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
                         // Never sooner than planned: the next start, if any,
                         // is at least t + max(min_wait, server delay); on
                         // time, exactly then.
-                        if let Some(next_start) = report.starts.get(k as usize) {
+                        if let Some(next_start) = report.starts().get(k as usize) {
                             prop_assert!(*next_start - t >= wait);
                             if on_time {
                                 prop_assert_eq!(*next_start, t + wait);
@@ -761,10 +761,10 @@ proptest! {
         action.caller_left(latest);
         let report = action.report().expect("stopped");
         let budget = policy.total_budget();
-        for start in &report.starts {
+        for start in &report.starts() {
             prop_assert!(*start + policy.attempt_cap() <= budget);
         }
-        prop_assert!(report.starts.windows(2).all(|w| w[0] <= w[1]));
+        prop_assert!(report.starts().windows(2).all(|w| w[0] <= w[1]));
         prop_assert!(report.events.windows(2).all(|w| w[0].at <= w[1].at));
         for event in &report.events {
             prop_assert_eq!(event.remaining_budget, budget.saturating_sub(event.at));

@@ -6,8 +6,14 @@
 //! setting its own timeout) needs the attempt's deadline, and must not work
 //! it out again from clocks of its own: the core decides when each attempt
 //! must answer ([`Decision::AwaitResponse`](retry_budget::Decision)). So
-//! the retry layer puts that decision, as an [`AttemptDeadline`], in the
+//! the retry layer can put that decision, as an [`AttemptDeadline`], in the
 //! extensions of every attempt request it sends.
+//!
+//! It does so only when asked
+//! ([`RetryBudgetLayer::attempt_deadlines`](crate::RetryBudgetLayer::attempt_deadlines)):
+//! the first extension of a request allocates its extension map, which
+//! costs more than the rest of a first attempt that answers at once, and
+//! most stacks have nothing below the retry layer that reads it.
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -20,7 +26,7 @@
 //! # async fn main() {
 //! let policy = Policy::default().within(Duration::from_secs(2)).unwrap();
 //! let service = ServiceBuilder::new()
-//!     .layer(RetryBudgetLayer::new(policy))
+//!     .layer(RetryBudgetLayer::new(policy).attempt_deadlines())
 //!     .service(service_fn(|request: Request<()>| async move {
 //!         let deadline = request.extensions().get::<AttemptDeadline>().copied();
 //!         assert_eq!(
@@ -38,7 +44,8 @@ use std::time::Duration;
 use http::Request;
 use retry_budget::Action;
 
-/// Request extension on every attempt the retry layer sends: the attempt's
+/// Request extension on every attempt the retry layer sends, when
+/// [asked for](crate::RetryBudgetLayer::attempt_deadlines): the attempt's
 /// number and the time the core reserved for it (from its start to its
 /// deadline). The reservation always ends inside the action's budget, so a
 /// caller's deadline that shrank the budget is respected by it.
@@ -50,8 +57,16 @@ pub struct AttemptDeadline {
     pub reservation: Duration,
 }
 
-/// `request` with the deadline of the attempt `action` has in flight.
-pub(crate) fn with_deadline<B>(mut request: Request<B>, action: &Action) -> Request<B> {
+/// `request` with the deadline of the attempt `action` has in flight, if
+/// `wanted`.
+pub(crate) fn with_deadline<B>(
+    mut request: Request<B>,
+    action: &Action,
+    wanted: bool,
+) -> Request<B> {
+    if !wanted {
+        return request;
+    }
     if let Some((attempt, reservation)) = action.reservation() {
         request.extensions_mut().insert(AttemptDeadline {
             attempt,

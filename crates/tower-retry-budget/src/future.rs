@@ -211,9 +211,7 @@ impl<S, B> Ctx<S, B> {
     /// The stopped action's report, moving its trail out; the caller's slot
     /// and the observer get it too.
     fn conclude(&mut self) -> Option<Report> {
-        let policy = *self.action.policy();
-        let report =
-            std::mem::replace(&mut self.action, Action::with_seed(policy, 0)).into_report();
+        let report = self.action.take_report();
         debug_assert!(
             report.is_some(),
             "an action ends only once the core stopped it"
@@ -293,11 +291,12 @@ pin_project! {
             #[pin]
             future: S::Future,
         },
-        /// Under the budget. Boxed: the state is large (a timer, a request
-        /// to copy, a service clone), and a pass-through future should not
-        /// pay for moving it.
+        /// Under the budget. Kept inline, as `tower::retry` keeps its
+        /// state: an allocation per action would cost more than the whole
+        /// happy path may.
         Budgeted {
-            attempts: Pin<Box<Attempts<S, B>>>,
+            #[pin]
+            attempts: Attempts<S, B>,
         },
         /// Ended in `call` (a hold-off or a policy that leaves no room for
         /// the first attempt): nothing was sent.
@@ -345,8 +344,8 @@ pin_project! {
         // never touches the timer wheel.
         #[pin]
         timer: Option<Sleep>,
-        #[pin]
-        cancelled: Option<WaitForCancellationFutureOwned>,
+        // Boxed: only a request that carries a token pays for it.
+        cancelled: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
         ctx: Ctx<S, B>,
     }
 
@@ -429,15 +428,15 @@ where
             .extras
             .as_mut()
             .and_then(|e| e.cancel.take())
-            .map(CancellationToken::cancelled_owned);
+            .map(|token| Box::pin(token.cancelled_owned()));
         Self {
             kind: Kind::Budgeted {
-                attempts: Box::pin(Attempts {
+                attempts: Attempts {
                     state,
                     timer: timer.map(tokio::time::sleep_until),
                     cancelled,
                     ctx,
-                }),
+                },
             },
         }
     }
@@ -457,7 +456,7 @@ where
             KindProj::Passthrough { future } => future
                 .poll(cx)
                 .map_err(|e| Error::new(ErrorKind::Inner(e), None)),
-            KindProj::Budgeted { attempts } => attempts.as_mut().poll(cx),
+            KindProj::Budgeted { attempts } => attempts.poll(cx),
             KindProj::Ended { error } => Poll::Ready(Err(error
                 .take()
                 .expect("ResponseFuture polled after completion"))),
@@ -476,8 +475,8 @@ where
         self.as_mut().project().ctx.clock.new_poll();
         loop {
             let this = self.as_mut().project();
-            if let Some(cancelled) = this.cancelled.as_pin_mut() {
-                if cancelled.poll(cx).is_ready() {
+            if let Some(cancelled) = this.cancelled {
+                if cancelled.as_mut().poll(cx).is_ready() {
                     return Poll::Ready(self.cancelled());
                 }
             }
@@ -490,7 +489,7 @@ where
             if let Some(ending) = ending {
                 let mut this = self.as_mut().project();
                 this.state.set(State::Done);
-                this.cancelled.set(None);
+                *this.cancelled = None;
                 return Poll::Ready(this.ctx.finish(ending));
             }
         }
@@ -510,7 +509,7 @@ where
     fn cancelled(self: Pin<&mut Self>) -> Output<ResB, S::Error> {
         let mut this = self.project();
         this.state.set(State::Done);
-        this.cancelled.set(None);
+        *this.cancelled = None;
         this.ctx.step(|action, now| action.caller_left(now));
         Err(this.ctx.finish_error(ErrorKind::Cancelled))
     }
@@ -629,7 +628,8 @@ where
             ctx.template.take()
         };
         let request = request.expect("a copy is kept while another attempt may follow");
-        let request = crate::attempt_info::with_deadline(request, &ctx.action);
+        let request =
+            crate::attempt_info::with_deadline(request, &ctx.action, ctx.config.attempt_deadlines);
         let future = ctx.service.call(request);
         this.state.set(State::InFlight {
             future,

@@ -54,6 +54,8 @@ pub(crate) struct Config {
     pub(crate) seeds: Option<Arc<Seeds>>,
     pub(crate) observer: Option<SharedObserver>,
     pub(crate) report_mode: ReportMode,
+    /// Whether every attempt carries an [`AttemptDeadline`](crate::AttemptDeadline).
+    pub(crate) attempt_deadlines: bool,
 }
 
 /// Which responses carry a [`Report`](crate::Report) in their extensions;
@@ -88,6 +90,7 @@ impl std::fmt::Debug for Config {
             .field("seeds", &self.seeds)
             .field("observer", &self.observer)
             .field("report_mode", &self.report_mode)
+            .field("attempt_deadlines", &self.attempt_deadlines)
             .finish()
     }
 }
@@ -248,6 +251,24 @@ impl RetryBudgetLayer {
     /// ```
     pub fn report_mode(mut self, mode: ReportMode) -> Self {
         self.config().report_mode = mode;
+        self
+    }
+
+    /// Puts an [`AttemptDeadline`](crate::AttemptDeadline) (the attempt's
+    /// number and the time the core reserved for it) in the extensions of
+    /// every attempt sent, for a layer below that tells the upstream its
+    /// deadline (a proxy writing `grpc-timeout`). Off by default: the first
+    /// extension of a request allocates its extension map, which costs more
+    /// than the rest of a first attempt that answers at once.
+    ///
+    /// ```
+    /// use tower_retry_budget::{Policy, RetryBudgetLayer};
+    ///
+    /// let layer = RetryBudgetLayer::new(Policy::default()).attempt_deadlines();
+    /// # let _ = layer;
+    /// ```
+    pub fn attempt_deadlines(mut self) -> Self {
+        self.config().attempt_deadlines = true;
         self
     }
 

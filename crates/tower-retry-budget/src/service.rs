@@ -145,7 +145,8 @@ where
         }
         // Send on the service made ready; the clone in `ctx` serves the
         // retries.
-        let request = crate::attempt_info::with_deadline(request, &ctx.action);
+        let request =
+            crate::attempt_info::with_deadline(request, &ctx.action, self.config.attempt_deadlines);
         let future = self.inner.call(request);
         ResponseFuture::budgeted(ctx, future, deadline)
     }

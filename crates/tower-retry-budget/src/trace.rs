@@ -54,6 +54,12 @@ pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
 
 /// Emits one `tracing` event per trail event (target `retry_budget`).
 pub(crate) fn emit(events: &[Event]) {
+    // The least verbose level used below is WARN: without a subscriber that
+    // wants it (the usual case on a client's hot path), nothing is formatted
+    // or matched at all (one relaxed load).
+    if !tracing::level_enabled!(tracing::Level::WARN) {
+        return;
+    }
     for event in events {
         let at_s = secs(event.at);
         let remaining_budget_s = secs(event.remaining_budget);

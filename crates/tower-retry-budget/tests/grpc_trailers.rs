@@ -240,7 +240,7 @@ async fn trailers_after_initial_metadata_are_retried_after_the_pushback() {
     let report = slot.take().unwrap();
     assert_eq!(report.outcome, Outcome::Success);
     assert_eq!(report.attempts_started, 2);
-    assert_eq!(report.starts, [S(0), MS(1500)]);
+    assert_eq!(report.starts(), [S(0), MS(1500)]);
     assert_eq!(
         server_waits(&report),
         [MS(1500)],
@@ -1193,11 +1193,11 @@ async fn grpcio_reproduction_marked_idempotent_is_retried_once_and_ends_ok_with_
     let report = report.unwrap();
     eprintln!(
         "grpcio: retried after {:?}, call took {elapsed:?}",
-        report.starts[1]
+        report.starts()[1]
     );
     assert_eq!(report.outcome, Outcome::Success);
     assert_eq!(report.attempts_started, 2);
-    assert!(report.starts[1] >= MS(1000), "{:?}", report.starts);
+    assert!(report.starts()[1] >= MS(1000), "{:?}", report.starts());
     assert!(elapsed >= MS(1000), "{elapsed:?}");
     assert_eq!(
         translations(&report),

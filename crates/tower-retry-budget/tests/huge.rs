@@ -190,6 +190,6 @@ async fn a_budget_of_duration_max_still_retries_on_time() {
         assert_eq!(response.status(), 200, "{name}");
         assert_eq!(calls.load(Ordering::SeqCst), 2);
         let report = response.extensions().get::<Report>().unwrap();
-        assert_eq!(report.starts, [Duration::ZERO, Duration::from_secs(1000)]);
+        assert_eq!(report.starts(), [Duration::ZERO, Duration::from_secs(1000)]);
     }
 }

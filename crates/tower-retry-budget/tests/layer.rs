@@ -479,7 +479,7 @@ async fn tower_retry_with_the_budget_policy_follows_schedule_a() {
     assert_eq!(inner.calls(), [secs(0), secs(5), secs(11)]);
     let report = report_of(&response);
     assert_eq!(report.outcome, Outcome::Success);
-    assert_eq!(report.starts, [secs(0), secs(5), secs(11)]);
+    assert_eq!(report.starts(), [secs(0), secs(5), secs(11)]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -558,7 +558,9 @@ async fn every_attempt_carries_the_deadline_the_core_reserved_for_it() {
     });
     // A caller's deadline of 6 s shrinks the budget, as in a proxy.
     let policy = Policy::default().within(secs(6)).unwrap();
-    let mut client = ServiceBuilder::new().retry_budget(policy).service(inner);
+    let mut client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(policy).attempt_deadlines())
+        .service(inner);
     ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
     let mut fut = task::spawn(client.call(get()));
     assert_pending!(fut.poll());

@@ -91,9 +91,9 @@ async fn hyper_util_client_retries_a_429_once_then_gets_200() {
     assert_eq!(report.outcome, Outcome::Success);
     assert_eq!(report.attempts_started, 2);
     assert!(
-        report.starts[1] >= Duration::from_secs(1),
+        report.starts()[1] >= Duration::from_secs(1),
         "{:?}",
-        report.starts
+        report.starts()
     );
     // Never sooner than the server asked. No upper bound on wall time: a
     // loaded machine may wake late (exact instants: tests/layer.rs).
@@ -118,7 +118,7 @@ async fn hyper_util_client_stops_at_once_when_the_wait_cannot_fit() {
     let report = response.extensions().get::<Report>().unwrap();
     assert_eq!(report.outcome, Outcome::BudgetExhausted);
     // Stopped at the 429 itself: no wait was spent.
-    assert!(report.waits.is_empty(), "{report:?}");
+    assert!(report.waits().is_empty(), "{report:?}");
     assert_eq!(report.elapsed, report.request_time);
     assert_eq!(count.load(Ordering::SeqCst), 1);
 }

@@ -353,8 +353,8 @@ async fn a_later_first_attempt_waits_for_the_hold_off() {
     );
     let report = report_of(&b);
     assert_eq!(report.outcome, Outcome::Success);
-    assert_eq!(report.starts, [s(4)], "elapsed since B's start, at 2 s");
-    assert_eq!(report.waits, [(s(0), s(4))]);
+    assert_eq!(report.starts(), [s(4)], "elapsed since B's start, at 2 s");
+    assert_eq!(report.waits(), [(s(0), s(4))]);
     assert_eq!(a.await.unwrap().unwrap().status(), 200);
     assert_eq!(upstream.calls_to("/a"), [s(0), s(6)]);
     assert_eq!(hold_off.len(), 1);

@@ -335,7 +335,7 @@ fn run(case: &Case, actions: usize) -> Result<Vec<Outcome>, TestCaseError> {
             }
             prop_assert_eq!(report.attempts_started as usize, calls);
             prop_assert!(report.attempts_started <= case.policy.max_attempts());
-            for start in &report.starts {
+            for start in &report.starts() {
                 let end = start.checked_add(case.policy.attempt_cap());
                 prop_assert!(end.is_some_and(|end| end <= case.policy.total_budget()));
             }

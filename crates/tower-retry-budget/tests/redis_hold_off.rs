@@ -253,7 +253,11 @@ async fn a_429_through_one_instance_holds_the_first_attempts_of_another() {
     assert_eq!(response.status(), 200);
     let report = response.extensions().get::<Report>().unwrap();
     assert_eq!(report.outcome, Outcome::Success);
-    assert_eq!(report.waits.len(), 1, "B's first attempt waited: {report}");
+    assert_eq!(
+        report.waits().len(),
+        1,
+        "B's first attempt waited: {report}"
+    );
     let sent = calls_to(&calls, "/b");
     assert_eq!(sent.len(), 1);
     assert!(

@@ -134,7 +134,7 @@ async fn a_storm_under_paused_time_keeps_every_budget_exactly() {
                 // Exact: the paused clock never wakes late.
                 assert_eq!(elapsed, report.elapsed, "{report}");
                 assert!(report.elapsed <= BUDGET, "{report}");
-                for start in &report.starts {
+                for start in &report.starts() {
                     assert!(*start + CAP <= BUDGET, "{report}");
                 }
                 *outcomes.entry(report.outcome).or_default() += 1;
@@ -246,7 +246,7 @@ async fn a_storm_of_429s_on_loopback_ends_every_action() {
                 assert!(report.attempts_started <= 3);
                 // Started only where the full cap fitted (a late wake may
                 // stop an action after its budget: no bound on that here).
-                for start in &report.starts {
+                for start in &report.starts() {
                     assert!(*start + cap <= budget, "{report}");
                 }
                 *outcomes.entry(report.outcome).or_default() += 1;

@@ -334,8 +334,8 @@ async fn a_method_on_the_allow_list_is_retried_without_marking_each_call() {
     assert_eq!(calls_to(&calls, GET).len(), 2);
     // Pushback 0 ms: the core's 1 s floor still applies.
     let report = report.unwrap();
-    assert_eq!(report.waits.len(), 1);
-    let (from, to) = report.waits[0];
+    assert_eq!(report.waits().len(), 1);
+    let (from, to) = report.waits()[0];
     assert!(to - from >= Duration::from_secs(1), "{:?}", to - from);
 
     let (buy, report, _) = call(&mut grpc, BUY, Bytes::from_static(b"order-1"), false).await;
@@ -365,7 +365,7 @@ async fn a_request_body_over_the_replay_limit_is_called_once_and_the_report_says
         ),
         "{report}"
     );
-    assert!(report.waits.is_empty(), "no wait");
+    assert!(report.waits().is_empty(), "no wait");
 }
 
 #[tokio::test]
@@ -395,7 +395,7 @@ async fn a_negative_or_malformed_pushback_is_not_retried() {
                 .starts_with("Stopped: the service asked not to retry this request."),
             "{report}"
         );
-        assert!(report.waits.is_empty(), "no wait");
+        assert!(report.waits().is_empty(), "no wait");
     }
 }
 

@@ -133,7 +133,9 @@ impl Stack {
 
     /// The service for one request under `policy`.
     pub fn service(&self, policy: Policy) -> PerRequest {
-        let mut layer = RetryBudgetLayer::new(policy).observer(self.metrics.clone());
+        let mut layer = RetryBudgetLayer::new(policy)
+            .observer(self.metrics.clone())
+            .attempt_deadlines();
         if self.untrusted_clock {
             layer = layer.calendar(UntrustedCalendar);
         }

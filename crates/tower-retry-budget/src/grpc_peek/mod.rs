@@ -111,7 +111,7 @@
 //! let report = slot.take().unwrap();
 //! assert_eq!(report.outcome, Outcome::Success);
 //! assert_eq!(report.attempts_started, 2);
-//! assert_eq!(report.starts[1].as_secs(), 1); // after the pushback
+//! assert_eq!(report.starts()[1].as_secs(), 1); // after the pushback
 //! # }
 //! ```
 

@@ -1,0 +1,138 @@
+//! [`Trail`]: where an action keeps its events.
+//!
+//! Most actions are short: a first attempt that answers is three events
+//! (started, response, stopped), and an action waiting for its first retry
+//! is three too (started, response, wait planned). Those are kept inline,
+//! in the [`Action`](crate::Action) and then in its [`Report`](crate::Report),
+//! so that an action that needed no retry allocates nothing for its trail;
+//! a longer trail moves to the heap. The inline buffer is `smallvec`'s; this
+//! type only keeps that choice out of the public API (it reads as a slice).
+
+use std::fmt;
+use std::ops::Deref;
+
+use smallvec::SmallVec;
+
+use crate::Event;
+
+/// Events kept inline before the trail moves to the heap.
+const INLINE: usize = 3;
+
+/// The trail of an action: its [`Event`]s in order. Reads as a slice
+/// (`Deref<Target = [Event]>`); built from a `Vec<Event>` or an iterator.
+///
+/// ```
+/// use retry_budget::{Action, Policy, RetryAfter};
+/// use std::time::Duration;
+///
+/// let mut action = Action::new(Policy::default());
+/// action.attempt_started(Duration::ZERO);
+/// action.response(Duration::from_millis(40), 200, &RetryAfter::Missing, None);
+/// let report = action.into_report().unwrap();
+/// assert_eq!(report.events.len(), 3); // started, response, stopped
+/// assert_eq!(report.events.first().map(|e| e.at), Some(Duration::ZERO));
+/// ```
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Trail(SmallVec<[Event; INLINE]>);
+
+impl Trail {
+    /// An empty trail (no allocation).
+    pub fn new() -> Self {
+        Self(SmallVec::new())
+    }
+
+    /// The events, as a slice.
+    pub fn as_slice(&self) -> &[Event] {
+        &self.0
+    }
+
+    /// The events, as a `Vec`.
+    pub fn into_vec(self) -> Vec<Event> {
+        self.0.into_vec()
+    }
+
+    /// Appends an event.
+    pub(crate) fn push(&mut self, event: Event) {
+        self.0.push(event);
+    }
+
+    /// The events, mutably (a caller may correct a report it holds).
+    pub fn as_mut_slice(&mut self) -> &mut [Event] {
+        &mut self.0
+    }
+}
+
+impl Deref for Trail {
+    type Target = [Event];
+
+    fn deref(&self) -> &[Event] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Trail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+impl From<Vec<Event>> for Trail {
+    fn from(events: Vec<Event>) -> Self {
+        Self(SmallVec::from_vec(events))
+    }
+}
+
+impl FromIterator<Event> for Trail {
+    fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Self {
+        Self(iter.into_iter().collect())
+    }
+}
+
+impl Extend<Event> for Trail {
+    fn extend<I: IntoIterator<Item = Event>>(&mut self, iter: I) {
+        self.0.extend(iter);
+    }
+}
+
+impl<'a> IntoIterator for &'a Trail {
+    type Item = &'a Event;
+    type IntoIter = std::slice::Iter<'a, Event>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for Trail {
+    type Item = Event;
+    type IntoIter = smallvec::IntoIter<[Event; INLINE]>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl PartialEq<Vec<Event>> for Trail {
+    fn eq(&self, other: &Vec<Event>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<Trail> for Vec<Event> {
+    fn eq(&self, other: &Trail) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<[Event]> for Trail {
+    fn eq(&self, other: &[Event]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+#[cfg(feature = "serde")]
+impl serde::Serialize for Trail {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter())
+    }
+}
