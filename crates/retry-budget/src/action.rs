@@ -77,6 +77,7 @@
 //! assert_eq!((report.request_time, report.wait_time), (s(7), s(7)));
 //! ```
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
@@ -119,7 +120,7 @@ enum Phase {
 /// the latest time already seen, so the trail stays monotonic.
 #[derive(Debug, Clone)]
 pub struct Action {
-    policy: Policy,
+    policy: Arc<Policy>,
     phase: Phase,
     latest: Duration,
     attempts_started: u32,
@@ -145,7 +146,13 @@ impl Action {
     /// seeded from `fastrand`'s thread-local generator, so that actions
     /// refused together spread apart; use [`Action::with_seed`] for a
     /// reproducible schedule. Without jitter nothing random is ever read.
-    pub fn new(policy: Policy) -> Self {
+    ///
+    /// The policy is given by value or shared (`Arc<Policy>`): an action
+    /// keeps a reference to it, so that many actions under one policy (a
+    /// client's) share one copy.
+    #[inline]
+    pub fn new(policy: impl Into<Arc<Policy>>) -> Self {
+        let policy = policy.into();
         let seed = if policy.jitter() == Jitter::None && policy.spread().is_zero() {
             0
         } else {
@@ -174,9 +181,10 @@ impl Action {
     /// assert!(until >= Duration::from_secs(2) && until <= Duration::from_secs(3));
     /// # Ok::<(), retry_budget::PolicyError>(())
     /// ```
-    pub fn with_seed(policy: Policy, seed: u64) -> Self {
+    #[inline]
+    pub fn with_seed(policy: impl Into<Arc<Policy>>, seed: u64) -> Self {
         Self {
-            policy,
+            policy: policy.into(),
             phase: Phase::Ready,
             latest: Duration::ZERO,
             replay_blocked: false,
@@ -197,7 +205,7 @@ impl Action {
     }
 
     /// The policy.
-    pub const fn policy(&self) -> &Policy {
+    pub fn policy(&self) -> &Policy {
         &self.policy
     }
 

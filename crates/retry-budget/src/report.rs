@@ -373,6 +373,41 @@ impl fmt::Display for Report {
     }
 }
 
+/// JSON field names and units as before the trail's starts and waits became
+/// methods: `starts_s` and `waits_s` are read off the trail.
+#[cfg(feature = "serde")]
+impl serde::Serialize for Report {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+
+        let secs = Duration::as_secs_f64;
+        let mut out = serializer.serialize_struct("Report", 13)?;
+        out.serialize_field("outcome", &self.outcome)?;
+        out.serialize_field("last_status", &self.last_status)?;
+        out.serialize_field("attempts_started", &self.attempts_started)?;
+        out.serialize_field("max_attempts", &self.max_attempts)?;
+        out.serialize_field("elapsed_s", &secs(&self.elapsed))?;
+        out.serialize_field("request_s", &secs(&self.request_time))?;
+        out.serialize_field("wait_s", &secs(&self.wait_time))?;
+        out.serialize_field(
+            "server_requested_wait_s",
+            &self.server_requested_wait.as_ref().map(secs),
+        )?;
+        out.serialize_field("attempt_cap_s", &secs(&self.attempt_cap))?;
+        let starts: Vec<f64> = self.starts().iter().map(secs).collect();
+        out.serialize_field("starts_s", &starts)?;
+        let waits: Vec<[f64; 2]> = self
+            .waits()
+            .iter()
+            .map(|(a, b)| [secs(a), secs(b)])
+            .collect();
+        out.serialize_field("waits_s", &waits)?;
+        out.serialize_field("events", &self.events)?;
+        out.serialize_field("shared_with", &self.shared_with)?;
+        out.end()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -431,40 +466,5 @@ mod tests {
         let report = action.report().expect("the action has ended");
         assert_eq!(report.starts(), Vec::<Duration>::new());
         assert_eq!(report.body_deadline(), report.elapsed);
-    }
-}
-
-/// JSON field names and units as before the trail's starts and waits became
-/// methods: `starts_s` and `waits_s` are read off the trail.
-#[cfg(feature = "serde")]
-impl serde::Serialize for Report {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-
-        let secs = Duration::as_secs_f64;
-        let mut out = serializer.serialize_struct("Report", 13)?;
-        out.serialize_field("outcome", &self.outcome)?;
-        out.serialize_field("last_status", &self.last_status)?;
-        out.serialize_field("attempts_started", &self.attempts_started)?;
-        out.serialize_field("max_attempts", &self.max_attempts)?;
-        out.serialize_field("elapsed_s", &secs(&self.elapsed))?;
-        out.serialize_field("request_s", &secs(&self.request_time))?;
-        out.serialize_field("wait_s", &secs(&self.wait_time))?;
-        out.serialize_field(
-            "server_requested_wait_s",
-            &self.server_requested_wait.as_ref().map(secs),
-        )?;
-        out.serialize_field("attempt_cap_s", &secs(&self.attempt_cap))?;
-        let starts: Vec<f64> = self.starts().iter().map(secs).collect();
-        out.serialize_field("starts_s", &starts)?;
-        let waits: Vec<[f64; 2]> = self
-            .waits()
-            .iter()
-            .map(|(a, b)| [secs(a), secs(b)])
-            .collect();
-        out.serialize_field("waits_s", &waits)?;
-        out.serialize_field("events", &self.events)?;
-        out.serialize_field("shared_with", &self.shared_with)?;
-        out.end()
     }
 }

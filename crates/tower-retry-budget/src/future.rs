@@ -35,7 +35,7 @@ use tower::Service;
 
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
-use crate::hold_off::HoldOff;
+use crate::hold_off::{authority_of, HoldOff};
 use crate::layer::{Config, ReportMode};
 use crate::observer::{ActionId, Observed, Watch};
 use crate::replay::BodyReplay;
@@ -112,6 +112,14 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) template: Option<Request<B>>,
     config: Arc<Config>,
     extras: Option<Box<Extras>>,
+    /// Whether anyone hears the trail as it grows (a `tracing` subscriber
+    /// or the layer's observer), read once per action: if not, a step does
+    /// not look at the events it added.
+    listening: bool,
+    /// Whether the client shares state with this action (a client budget
+    /// or a hold-off map): if not, a step does not ask the core for the
+    /// effects on it.
+    shared: bool,
 }
 
 /// How an action ended, besides its report.
@@ -119,6 +127,10 @@ type Ending<R, E> = Result<R, ErrorKind<E>>;
 
 impl<S, B> Ctx<S, B> {
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
+        let listening =
+            crate::trace::listening() || extras.as_ref().is_some_and(|e| e.watch.is_some());
+        let shared =
+            config.budget.is_some() || extras.as_ref().is_some_and(|e| e.hold_off.is_some());
         Self {
             action: config.action(),
             clock: Clock::unread(),
@@ -126,6 +138,8 @@ impl<S, B> Ctx<S, B> {
             template: None,
             config,
             extras,
+            listening,
+            shared,
         }
     }
 
@@ -139,8 +153,15 @@ impl<S, B> Ctx<S, B> {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let now = self.clock.now();
+        if !self.listening && !self.shared {
+            // Nobody hears the trail and nothing is shared: the core alone.
+            return input(&mut self.action, now);
+        }
         let watch = self.extras.as_ref().and_then(|e| e.watch.as_ref());
         let mut decision = crate::trace::step(&mut self.action, now, watch, input);
+        if !self.shared {
+            return decision;
+        }
         let effects = self.action.client_effects();
         if effects.is_empty() {
             return decision;
@@ -292,8 +313,8 @@ pin_project! {
             future: S::Future,
         },
         /// Under the budget. Kept inline, as `tower::retry` keeps its
-        /// state: an allocation per action would cost more than the whole
-        /// happy path may.
+        /// state: an allocation per action costs more than the whole happy
+        /// path may (and past glibc's 1 KiB thread cache, much more).
         Budgeted {
             #[pin]
             attempts: Attempts<S, B>,
@@ -393,25 +414,6 @@ where
         }
     }
 
-    /// The first attempt has been sent: `future`, due by `deadline`.
-    pub(crate) fn budgeted(ctx: Ctx<S, B>, future: S::Future, deadline: Duration) -> Self {
-        Self::with_state(
-            ctx,
-            State::InFlight {
-                future,
-                deadline,
-                armed: false,
-            },
-            None,
-        )
-    }
-
-    /// The first attempt waits for a hold-off until `until` (elapsed).
-    pub(crate) fn deferred(mut ctx: Ctx<S, B>, until: Duration) -> Self {
-        let at = ctx.clock.at(until);
-        Self::with_state(ctx, State::Waiting { response: None }, at)
-    }
-
     /// Ended in `call`, with `error` (and its report).
     pub(crate) fn ended(error: Error<S::Error>) -> Self {
         Self {
@@ -419,26 +421,108 @@ where
         }
     }
 
-    fn with_state(
-        mut ctx: Ctx<S, B>,
-        state: State<S::Future, S::Response>,
-        timer: Option<Instant>,
-    ) -> Self {
-        let cancelled = ctx
+    /// Starts the action of a retryable `request` on `inner`, which the
+    /// caller made ready: its first attempt, or a wait for a hold-off, or a
+    /// stop, as the core answers.
+    ///
+    /// The future is built first and the action started inside it: its
+    /// state is large (the action, a request to copy, a timer), and every
+    /// move of it would be a copy on the hot path.
+    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
+    where
+        S: Clone,
+        B: Clone,
+    {
+        let hold_off = config
+            .hold_off
+            .as_ref()
+            .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
+        // A shared store (Redis) that is down: the core records that this
+        // action's hold-offs come from the local map alone.
+        let store_down = hold_off
+            .as_ref()
+            .and_then(|(map, _)| map.store_health())
+            .is_some_and(|health| !health.available);
+        let extras = Extras::of(&mut request, config, hold_off);
+        let mut attempts = Attempts {
+            // `Done` until started: dropped early, nothing to record.
+            state: State::Done,
+            timer: None,
+            cancelled: None,
+            ctx: Ctx::new(config.clone(), inner.clone(), extras),
+        };
+        match attempts.begin(inner, config, request, store_down) {
+            Ok(()) => Self {
+                kind: Kind::Budgeted { attempts },
+            },
+            // Nothing was sent; the state is still `Done`.
+            Err(error) => Self::ended(error),
+        }
+    }
+}
+
+impl<S, B> Attempts<S, B>
+where
+    S: Service<Request<B>> + Clone,
+    B: Clone,
+{
+    /// Starts the action in place, before the future is first polled: its
+    /// first attempt, or a wait for a hold-off; an error (with its report)
+    /// if nothing is to be sent.
+    fn begin(
+        &mut self,
+        inner: &mut S,
+        config: &Config,
+        request: Request<B>,
+        store_down: bool,
+    ) -> Result<(), Error<S::Error>> {
+        let ctx = &mut self.ctx;
+        self.cancelled = ctx
             .extras
             .as_mut()
             .and_then(|e| e.cancel.take())
             .map(|token| Box::pin(token.cancelled_owned()));
-        Self {
-            kind: Kind::Budgeted {
-                attempts: Attempts {
-                    state,
-                    timer: timer.map(tokio::time::sleep_until),
-                    cancelled,
-                    ctx,
-                },
-            },
+        if store_down {
+            ctx.step(|action, now| action.shared_store_unavailable(now));
         }
+        if let Some(until) = ctx.held_until() {
+            // The service asked the client to wait: the core decides whether
+            // the first attempt waits or is never sent.
+            match ctx.step(|action, now| action.hold_off(now, until)) {
+                Decision::WaitUntil(at) => {
+                    // Sent later, on a clone made ready then. The service made
+                    // ready now is dropped: whatever it reserved (a slot of a
+                    // concurrency limit) is released during the wait.
+                    drop(std::mem::replace(inner, ctx.service.clone()));
+                    ctx.template = Some(request);
+                    self.timer = ctx.clock.at(at).map(tokio::time::sleep_until);
+                    self.state = State::Waiting { response: None };
+                    return Ok(());
+                }
+                Decision::Stop(_) => return Err(ctx.finish_error(ErrorKind::NotSent)),
+                Decision::StartNow | Decision::AwaitResponse { .. } => {}
+            }
+        }
+        let Decision::AwaitResponse { deadline, .. } =
+            ctx.step(|action, now| action.attempt_started(now))
+        else {
+            // The core refused even the first attempt: obey, send nothing.
+            return Err(ctx.finish_error(ErrorKind::NotSent));
+        };
+        // A copy only if a retry can ever follow.
+        if ctx.action.retry_may_follow() {
+            ctx.template = Some(request::copy(&request));
+        }
+        // Send on the service made ready; the clone in `ctx` serves the
+        // retries.
+        let request =
+            crate::attempt_info::with_deadline(request, &ctx.action, config.attempt_deadlines);
+        self.state = State::InFlight {
+            future: inner.call(request),
+            deadline,
+            armed: false,
+        };
+        Ok(())
     }
 }
 
@@ -531,7 +615,7 @@ where
                 if let Decision::WaitUntil(until) = decision {
                     arm(this.timer.as_mut(), this.ctx.clock.at(until));
                     this.state.set(State::Waiting {
-                        response: Some(response),
+                        response: Some(crate::held::compact(response)),
                     });
                     return Poll::Ready(None);
                 }

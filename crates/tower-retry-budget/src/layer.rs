@@ -43,7 +43,8 @@ pub struct RetryBudgetLayer {
 /// response future.
 #[derive(Clone, Default)]
 pub(crate) struct Config {
-    pub(crate) policy: Policy,
+    /// Shared by every action under it (an action keeps a reference).
+    pub(crate) policy: Arc<Policy>,
     /// The calendar clock for HTTP-dates; `None`: the system's.
     pub(crate) calendar: Option<Arc<dyn Calendar + Send + Sync>>,
     pub(crate) dates: DateReference,
@@ -98,16 +99,17 @@ impl std::fmt::Debug for Config {
 impl Config {
     pub(crate) fn new(policy: Policy) -> Self {
         Self {
-            policy,
+            policy: Arc::new(policy),
             ..Self::default()
         }
     }
 
     /// A new action under this configuration.
+    #[inline]
     pub(crate) fn action(&self) -> Action {
         match &self.seeds {
-            Some(seeds) => Action::with_seed(self.policy, seeds.next()),
-            None => Action::new(self.policy),
+            Some(seeds) => Action::with_seed(self.policy.clone(), seeds.next()),
+            None => Action::new(self.policy.clone()),
         }
     }
 

@@ -45,6 +45,7 @@
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
 //! | `future.rs` | [`ResponseFuture`]: the state machine (in flight, waiting, readying), its one timer, the one place an action ends |
 //! | `request.rs` | safe methods, [`Idempotent`], request copies |
+//! | `held.rs` | the 429 held during a wait, its header table made to fit |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
@@ -195,6 +196,7 @@ mod error;
 mod future;
 pub mod gate;
 pub mod grpc_peek;
+mod held;
 pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;

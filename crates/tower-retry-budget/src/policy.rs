@@ -57,7 +57,8 @@ use crate::request;
 /// The retry-budget rule as a [`tower::retry::Policy`].
 #[derive(Clone)]
 pub struct BudgetPolicy {
-    policy: Policy,
+    /// Shared with every action it starts.
+    policy: Arc<Policy>,
     /// The calendar clock for HTTP-dates; `None`: the system's.
     calendar: Option<Arc<dyn Calendar + Send + Sync>>,
     dates: DateReference,
@@ -96,9 +97,9 @@ impl Run {
 
 impl BudgetPolicy {
     /// A policy with the system calendar clock.
-    pub const fn new(policy: Policy) -> Self {
+    pub fn new(policy: Policy) -> Self {
         Self {
-            policy,
+            policy: Arc::new(policy),
             calendar: None,
             dates: DateReference::LocalClock,
             run: None,
@@ -183,7 +184,7 @@ where
             _ => {
                 // A new request: a new action, and a new budget.
                 let mut run = Run {
-                    action: Action::new(self.policy),
+                    action: Action::new(self.policy.clone()),
                     clock: Clock::start(),
                     waiting: false,
                 };

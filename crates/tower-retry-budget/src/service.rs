@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
-use retry_budget::{Decision, Policy};
+use retry_budget::Policy;
 use tower::Service;
 
 use crate::error::{Error, ErrorKind};
 use crate::future::{Ctx, Extras, ResponseFuture};
-use crate::hold_off::authority_of;
 use crate::layer::Config;
 use crate::request;
 
@@ -95,59 +94,11 @@ where
         })
     }
 
-    fn call(&mut self, mut request: Request<B>) -> Self::Future {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         if !request::may_retry(&request) {
             // Not retryable: no copy, no timer, no report.
             return ResponseFuture::passthrough(self.inner.call(request));
         }
-        let hold_off = self
-            .config
-            .hold_off
-            .as_ref()
-            .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
-        // A shared store (Redis) that is down: the core records that this
-        // action's hold-offs come from the local map alone.
-        let store_down = hold_off
-            .as_ref()
-            .and_then(|(map, _)| map.store_health())
-            .is_some_and(|health| !health.available);
-        let extras = Extras::of(&mut request, &self.config, hold_off);
-        let mut ctx = Ctx::new(self.config.clone(), self.inner.clone(), extras);
-        if store_down {
-            ctx.step(|action, now| action.shared_store_unavailable(now));
-        }
-        if let Some(until) = ctx.held_until() {
-            // The service asked the client to wait: the core decides whether
-            // the first attempt waits or is never sent.
-            match ctx.step(|action, now| action.hold_off(now, until)) {
-                Decision::WaitUntil(at) => {
-                    // Sent later, on a clone made ready then. The service made
-                    // ready now is dropped: whatever it reserved (a slot of a
-                    // concurrency limit) is released during the wait.
-                    drop(std::mem::replace(&mut self.inner, ctx.service.clone()));
-                    ctx.template = Some(request);
-                    return ResponseFuture::deferred(ctx, at);
-                }
-                Decision::Stop(_) => {
-                    return ResponseFuture::ended(ctx.finish_error(ErrorKind::NotSent))
-                }
-                Decision::StartNow | Decision::AwaitResponse { .. } => {}
-            }
-        }
-        let deadline = match ctx.step(|action, now| action.attempt_started(now)) {
-            Decision::AwaitResponse { deadline, .. } => deadline,
-            // The core refused even the first attempt: obey, send nothing.
-            _ => return ResponseFuture::ended(ctx.finish_error(ErrorKind::NotSent)),
-        };
-        // A copy only if a retry can ever follow.
-        if ctx.action.retry_may_follow() {
-            ctx.template = Some(request::copy(&request));
-        }
-        // Send on the service made ready; the clone in `ctx` serves the
-        // retries.
-        let request =
-            crate::attempt_info::with_deadline(request, &ctx.action, self.config.attempt_deadlines);
-        let future = self.inner.call(request);
-        ResponseFuture::budgeted(ctx, future, deadline)
+        ResponseFuture::start(&mut self.inner, &self.config, request)
     }
 }

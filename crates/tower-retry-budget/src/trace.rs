@@ -52,12 +52,17 @@ pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
     }
 }
 
+/// Whether a `tracing` subscriber may want any trail event. The least
+/// verbose level used by [`emit`] is WARN: without a subscriber that wants
+/// it (the usual case on a client's hot path), nothing is formatted or
+/// matched at all.
+pub(crate) fn listening() -> bool {
+    tracing::level_enabled!(tracing::Level::WARN)
+}
+
 /// Emits one `tracing` event per trail event (target `retry_budget`).
 pub(crate) fn emit(events: &[Event]) {
-    // The least verbose level used below is WARN: without a subscriber that
-    // wants it (the usual case on a client's hot path), nothing is formatted
-    // or matched at all (one relaxed load).
-    if !tracing::level_enabled!(tracing::Level::WARN) {
+    if !listening() {
         return;
     }
     for event in events {
