@@ -150,7 +150,7 @@ impl Action {
     /// The policy is given by value or shared (`Arc<Policy>`): an action
     /// keeps a reference to it, so that many actions under one policy (a
     /// client's) share one copy.
-    #[inline]
+    #[inline(always)]
     pub fn new(policy: impl Into<Arc<Policy>>) -> Self {
         let policy = policy.into();
         let seed = if policy.jitter() == Jitter::None && policy.spread().is_zero() {
@@ -181,7 +181,7 @@ impl Action {
     /// assert!(until >= Duration::from_secs(2) && until <= Duration::from_secs(3));
     /// # Ok::<(), retry_budget::PolicyError>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn with_seed(policy: impl Into<Arc<Policy>>, seed: u64) -> Self {
         Self {
             policy: policy.into(),
@@ -382,12 +382,7 @@ impl Action {
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
         if !retried {
-            let outcome = if (200..400).contains(&status) {
-                Outcome::Success
-            } else {
-                Outcome::NotRetryable
-            };
-            return self.stop(now, outcome);
+            return self.stop(now, Outcome::of_final_status(status));
         }
         if forbidden {
             self.push(
@@ -925,20 +920,27 @@ impl Action {
     /// The start condition, checked from `now`: attempts left, then the full
     /// reservation fits.
     fn may_start(&self, now: Duration) -> Result<(), Outcome> {
-        if self.attempts_started >= self.policy.max_attempts() {
+        Self::may_start_at(&self.policy, self.attempts_started, now).map(|_| ())
+    }
+
+    /// The start condition for an attempt after `started` ones, at `now`:
+    /// attempts left, then the full reservation fits. Its deadline if so.
+    /// (Shared with [`Policy::first_attempt`].)
+    pub(crate) fn may_start_at(
+        policy: &Policy,
+        started: u32,
+        now: Duration,
+    ) -> Result<Duration, Outcome> {
+        if started >= policy.max_attempts() {
             return Err(Outcome::AttemptsExhausted);
         }
-        self.reservation_end(now)
-            .map(|_| ())
-            .ok_or(Outcome::BudgetExhausted)
+        reservation_end(policy, now).ok_or(Outcome::BudgetExhausted)
     }
 
     /// Where an attempt starting at `start` would end its reservation, if
     /// that is inside the budget.
     fn reservation_end(&self, start: Duration) -> Option<Duration> {
-        start
-            .checked_add(self.policy.attempt_cap())
-            .filter(|end| *end <= self.policy.total_budget())
+        reservation_end(&self.policy, start)
     }
 
     fn end_wait(&mut self, from: Duration, to: Duration) {
@@ -963,6 +965,14 @@ impl Action {
             kind,
         });
     }
+}
+
+/// Where an attempt starting at `start` under `policy` would end its
+/// reservation, if that is inside the budget.
+fn reservation_end(policy: &Policy, start: Duration) -> Option<Duration> {
+    start
+        .checked_add(policy.attempt_cap())
+        .filter(|end| *end <= policy.total_budget())
 }
 
 /// What an action asks its caller to tell the state it shares with the

@@ -27,6 +27,7 @@
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `action.rs` | the budget rule (the state machine) |
+//! | `first_attempt.rs` | the first attempt's decisions from the policy alone, for an adapter that creates the `Action` only when needed |
 //! | `trail.rs` | the events of the trail |
 //! | `trail_store.rs` | where the trail is kept (inline while short) |
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
@@ -59,6 +60,7 @@
 mod action;
 mod after_data;
 mod category;
+mod first_attempt;
 mod http_date;
 mod outcome;
 mod policy;

@@ -57,21 +57,13 @@ pub struct AttemptDeadline {
     pub reservation: Duration,
 }
 
-/// `request` with the deadline of the attempt `action` has in flight, if
-/// `wanted`.
-pub(crate) fn with_deadline<B>(
-    mut request: Request<B>,
-    action: &Action,
-    wanted: bool,
-) -> Request<B> {
-    if !wanted {
-        return request;
-    }
+/// Puts on `request` the deadline of the attempt `action` has in flight
+/// (asked for by [`RetryBudgetLayer::attempt_deadlines`](crate::RetryBudgetLayer::attempt_deadlines)).
+pub(crate) fn add_deadline<B>(request: &mut Request<B>, action: &Action) {
     if let Some((attempt, reservation)) = action.reservation() {
         request.extensions_mut().insert(AttemptDeadline {
             attempt,
             reservation,
         });
     }
-    request
 }

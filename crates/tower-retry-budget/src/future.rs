@@ -66,6 +66,10 @@ impl Extras {
         hold_off: Option<(HoldOff, String)>,
     ) -> Option<Box<Self>> {
         let extensions = request.extensions_mut();
+        if hold_off.is_none() && config.observer.is_none() && extensions.is_empty() {
+            // The common case: nothing to look for.
+            return None;
+        }
         let watch = config
             .observer
             .as_ref()
@@ -103,7 +107,14 @@ impl Extras {
 
 /// One action's runtime state besides its pinned parts.
 pub(crate) struct Ctx<S, B> {
-    pub(crate) action: Action,
+    /// The core's state machine: boxed, and created when first needed (see
+    /// [`Ctx::action`]); an action whose first answer ends it unobserved
+    /// never needs one.
+    action: Option<Box<Action>>,
+    /// The first attempt was started on the policy's word
+    /// ([`Policy::first_attempt`](retry_budget::Policy::first_attempt)),
+    /// with no `Action` yet: the one created later replays that start.
+    started_lazily: bool,
     clock: Clock,
     /// The clone of the inner service that sends the retries.
     pub(crate) service: S,
@@ -126,13 +137,15 @@ pub(crate) struct Ctx<S, B> {
 type Ending<R, E> = Result<R, ErrorKind<E>>;
 
 impl<S, B> Ctx<S, B> {
+    #[inline(always)]
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
         let listening =
             crate::trace::listening() || extras.as_ref().is_some_and(|e| e.watch.is_some());
         let shared =
             config.budget.is_some() || extras.as_ref().is_some_and(|e| e.hold_off.is_some());
         Self {
-            action: config.action(),
+            action: None,
+            started_lazily: false,
             clock: Clock::unread(),
             service,
             template: None,
@@ -141,6 +154,23 @@ impl<S, B> Ctx<S, B> {
             listening,
             shared,
         }
+    }
+
+    /// The action, created now if it was not yet: a first attempt started
+    /// without one is replayed into it, at elapsed zero as it was started,
+    /// so that its trail is the one it would have had.
+    pub(crate) fn action(&mut self) -> &mut Action {
+        materialize(&mut self.action, &self.config, self.started_lazily)
+    }
+
+    /// Whether nobody asked for a report of an action that needed no retry
+    /// (see [`ReportMode::WhenRetried`]).
+    fn report_unasked(&self) -> bool {
+        self.config.report_mode == ReportMode::WhenRetried
+            && self
+                .extras
+                .as_ref()
+                .is_none_or(|e| e.slot.is_none() && e.watch.is_none())
     }
 
     /// Feeds one input to the action at this poll's time, traces and
@@ -153,16 +183,17 @@ impl<S, B> Ctx<S, B> {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let now = self.clock.now();
+        let action = materialize(&mut self.action, &self.config, self.started_lazily);
         if !self.listening && !self.shared {
             // Nobody hears the trail and nothing is shared: the core alone.
-            return input(&mut self.action, now);
+            return input(action, now);
         }
         let watch = self.extras.as_ref().and_then(|e| e.watch.as_ref());
-        let mut decision = crate::trace::step(&mut self.action, now, watch, input);
+        let mut decision = crate::trace::step(action, now, watch, input);
         if !self.shared {
             return decision;
         }
-        let effects = self.action.client_effects();
+        let effects = action.client_effects();
         if effects.is_empty() {
             return decision;
         }
@@ -171,7 +202,7 @@ impl<S, B> Ctx<S, B> {
                 budget.0.deposit();
             }
             if effects.withdraw && !budget.0.withdraw() {
-                decision = crate::trace::step(&mut self.action, now, watch, Action::retry_refused);
+                decision = crate::trace::step(action, now, watch, Action::retry_refused);
             }
         }
         if let (Some(until), Some((map, key))) = (
@@ -201,13 +232,11 @@ impl<S, B> Ctx<S, B> {
         match ending {
             Ok(mut response) => {
                 // Asked for by nobody: no report is built at all.
-                let unasked = self.config.report_mode == ReportMode::WhenRetried
-                    && self.action.attempts_started() <= 1
-                    && self
-                        .extras
-                        .as_ref()
-                        .is_none_or(|e| e.slot.is_none() && e.watch.is_none());
-                if unasked {
+                let attempts = self
+                    .action
+                    .as_ref()
+                    .map_or(u32::from(self.started_lazily), |a| a.attempts_started());
+                if attempts <= 1 && self.report_unasked() {
                     return Ok(response);
                 }
                 let report = self.conclude();
@@ -232,7 +261,7 @@ impl<S, B> Ctx<S, B> {
     /// The stopped action's report, moving its trail out; the caller's slot
     /// and the observer get it too.
     fn conclude(&mut self) -> Option<Report> {
-        let report = self.action.take_report();
+        let report = self.action().take_report();
         debug_assert!(
             report.is_some(),
             "an action ends only once the core stopped it"
@@ -256,6 +285,14 @@ impl<S, B> Ctx<S, B> {
             .config
             .read(response.status(), response.headers())
             .into_parts();
+        if self.action.is_none() && self.report_unasked() {
+            // A first attempt started on the policy's word, and nobody reads
+            // the trail: the core says whether this answer ends the action
+            // whatever else it carries. If so, no `Action` is ever created.
+            if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
+                return Decision::Stop(outcome);
+            }
+        }
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a Unix time.
         let needs_calendar = retry_after.needs_calendar()
@@ -273,7 +310,7 @@ impl<S, B> Ctx<S, B> {
                 .is_none_or(BodyReplay::is_replayable)
         });
         if !replayable {
-            self.action.request_not_replayable();
+            self.action().request_not_replayable();
         }
         self.step(|action, now| {
             if let Some(from) = translated {
@@ -288,6 +325,22 @@ impl<S, B> Ctx<S, B> {
             action.response(now, status, &retry_after, calendar)
         })
     }
+}
+
+/// [`Ctx::action`], on the fields it needs (so that the caller may borrow
+/// the others).
+fn materialize<'a>(
+    action: &'a mut Option<Box<Action>>,
+    config: &Config,
+    started_lazily: bool,
+) -> &'a mut Action {
+    action.get_or_insert_with(|| {
+        let mut action = Box::new(config.action());
+        if started_lazily {
+            action.attempt_started(Duration::ZERO);
+        }
+        action
+    })
 }
 
 pin_project! {
@@ -414,13 +467,6 @@ where
         }
     }
 
-    /// Ended in `call`, with `error` (and its report).
-    pub(crate) fn ended(error: Error<S::Error>) -> Self {
-        Self {
-            kind: Kind::Ended { error: Some(error) },
-        }
-    }
-
     /// Starts the action of a retryable `request` on `inner`, which the
     /// caller made ready: its first attempt, or a wait for a hold-off, or a
     /// stop, as the core answers.
@@ -444,20 +490,26 @@ where
             .and_then(|(map, _)| map.store_health())
             .is_some_and(|health| !health.available);
         let extras = Extras::of(&mut request, config, hold_off);
-        let mut attempts = Attempts {
-            // `Done` until started: dropped early, nothing to record.
-            state: State::Done,
-            timer: None,
-            cancelled: None,
-            ctx: Ctx::new(config.clone(), inner.clone(), extras),
-        };
-        match attempts.begin(inner, config, request, store_down) {
-            Ok(()) => Self {
-                kind: Kind::Budgeted { attempts },
+        // Built where it stays (fields written in place, one return path):
+        // every move of this state would be a copy of a kilobyte.
+        let mut this = Self {
+            kind: Kind::Budgeted {
+                attempts: Attempts {
+                    // `Done` until started: dropped early, nothing to record.
+                    state: State::Done,
+                    timer: None,
+                    cancelled: None,
+                    ctx: Ctx::new(config.clone(), inner.clone(), extras),
+                },
             },
-            // Nothing was sent; the state is still `Done`.
-            Err(error) => Self::ended(error),
+        };
+        if let Kind::Budgeted { attempts } = &mut this.kind {
+            if let Err(error) = attempts.begin(inner, config, request, store_down) {
+                // Nothing was sent; the state is still `Done`.
+                this.kind = Kind::Ended { error: Some(error) };
+            }
         }
+        this
     }
 }
 
@@ -469,11 +521,12 @@ where
     /// Starts the action in place, before the future is first polled: its
     /// first attempt, or a wait for a hold-off; an error (with its report)
     /// if nothing is to be sent.
+    #[inline]
     fn begin(
         &mut self,
         inner: &mut S,
         config: &Config,
-        request: Request<B>,
+        mut request: Request<B>,
         store_down: bool,
     ) -> Result<(), Error<S::Error>> {
         let ctx = &mut self.ctx;
@@ -503,20 +556,36 @@ where
                 Decision::StartNow | Decision::AwaitResponse { .. } => {}
             }
         }
-        let Decision::AwaitResponse { deadline, .. } =
-            ctx.step(|action, now| action.attempt_started(now))
-        else {
-            // The core refused even the first attempt: obey, send nothing.
-            return Err(ctx.finish_error(ErrorKind::NotSent));
+        // Nobody hears the trail, nothing is shared, nothing below reads the
+        // reservation: the first attempt starts on the policy's word, and
+        // the `Action` is created only if something needs it.
+        let lazy = !ctx.listening && !ctx.shared && !config.attempt_deadlines && !store_down;
+        let first = config.policy.first_attempt();
+        let (deadline, retry_may_follow) = match first {
+            Decision::AwaitResponse { deadline, .. } if lazy => {
+                ctx.started_lazily = true;
+                (deadline, config.policy.retry_may_follow_first())
+            }
+            _ => {
+                let Decision::AwaitResponse { deadline, .. } =
+                    ctx.step(|action, now| action.attempt_started(now))
+                else {
+                    // The core refused even the first attempt: obey, send
+                    // nothing.
+                    return Err(ctx.finish_error(ErrorKind::NotSent));
+                };
+                (deadline, ctx.action().retry_may_follow())
+            }
         };
         // A copy only if a retry can ever follow.
-        if ctx.action.retry_may_follow() {
+        if retry_may_follow {
             ctx.template = Some(request::copy(&request));
         }
         // Send on the service made ready; the clone in `ctx` serves the
         // retries.
-        let request =
-            crate::attempt_info::with_deadline(request, &ctx.action, config.attempt_deadlines);
+        if config.attempt_deadlines {
+            crate::attempt_info::add_deadline(&mut request, ctx.action());
+        }
         self.state = State::InFlight {
             future: inner.call(request),
             deadline,
@@ -655,7 +724,7 @@ where
             Decision::StartNow => {
                 // Wait for readiness no longer than the latest start.
                 let response = response.take();
-                let latest = this.ctx.action.latest_start();
+                let latest = this.ctx.action().latest_start();
                 arm(this.timer.as_mut(), this.ctx.clock.at(latest));
                 this.state.set(State::Readying { response });
                 Poll::Ready(None)
@@ -692,7 +761,7 @@ where
                 return match this.ctx.step(|action, now| action.transport_not_ready(now)) {
                     Decision::Stop(_) => Poll::Ready(Some(held(response.take()))),
                     _ => {
-                        let latest = this.ctx.action.latest_start();
+                        let latest = this.ctx.action().latest_start();
                         arm(this.timer.as_mut(), this.ctx.clock.at(latest));
                         Poll::Ready(None)
                     }
@@ -706,14 +775,15 @@ where
         };
         // Moved for the last possible attempt, copied otherwise.
         let ctx = &mut *this.ctx;
-        let request = if ctx.action.retry_may_follow() {
+        let request = if ctx.action().retry_may_follow() {
             ctx.template.as_ref().map(request::copy)
         } else {
             ctx.template.take()
         };
-        let request = request.expect("a copy is kept while another attempt may follow");
-        let request =
-            crate::attempt_info::with_deadline(request, &ctx.action, ctx.config.attempt_deadlines);
+        let mut request = request.expect("a copy is kept while another attempt may follow");
+        if ctx.config.attempt_deadlines {
+            crate::attempt_info::add_deadline(&mut request, ctx.action());
+        }
         let future = ctx.service.call(request);
         this.state.set(State::InFlight {
             future,

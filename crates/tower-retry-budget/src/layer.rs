@@ -105,7 +105,7 @@ impl Config {
     }
 
     /// A new action under this configuration.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn action(&self) -> Action {
         match &self.seeds {
             Some(seeds) => Action::with_seed(self.policy.clone(), seeds.next()),

@@ -35,6 +35,7 @@ pub fn may_retry<B>(request: &Request<B>) -> bool {
 
 /// A copy of a request for a retry: method, URI, version, headers,
 /// extensions and body, unchanged.
+#[inline]
 pub(crate) fn copy<B: Clone>(request: &Request<B>) -> Request<B> {
     let mut copy = Request::new(request.body().clone());
     *copy.method_mut() = request.method().clone();

@@ -184,6 +184,10 @@ impl RetrySignal for HttpSignal {
 /// `Retry-After` from the headers (every field, so that a repeated header
 /// is seen as such).
 fn retry_after(headers: &HeaderMap) -> RetryAfter {
+    if !headers.contains_key(RETRY_AFTER) {
+        // Most responses: no field to gather.
+        return RetryAfter::Missing;
+    }
     RetryAfter::from_values(
         headers
             .get_all(RETRY_AFTER)
