@@ -26,9 +26,10 @@
 //! assert_eq!(policy.ends_first_attempt(429), None); // retried (and shared)
 //! ```
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use crate::{Action, Decision, Outcome, Policy};
+use crate::trail::{Event, EventKind, RetryAfterSeen};
+use crate::{Action, Decision, Outcome, Policy, Report, RetryAfter, Trail};
 
 impl Policy {
     /// What a new action answers when its first attempt starts at elapsed
@@ -63,10 +64,96 @@ impl Policy {
             Some(Outcome::of_final_status(status))
         }
     }
+
+    /// The first response of an action whose first attempt started at
+    /// elapsed zero with no [`Action`], when it ends the action
+    /// ([`ends_first_attempt`](Self::ends_first_attempt)): what its report
+    /// needs, kept small until asked for (see [`FirstAnswer::into_report`]).
+    /// `None`: the action must see the response.
+    pub fn first_answer(
+        &self,
+        at: Duration,
+        status: u16,
+        retry_after: &RetryAfter,
+        calendar: Option<SystemTime>,
+    ) -> Option<FirstAnswer> {
+        let outcome = self.ends_first_attempt(status)?;
+        Some(FirstAnswer {
+            at,
+            status,
+            outcome,
+            retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
+        })
+    }
+}
+
+/// A first response that ended an action started without an [`Action`]
+/// (see [`Policy::first_answer`]); its report is built when asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstAnswer {
+    at: Duration,
+    status: u16,
+    outcome: Outcome,
+    retry_after: RetryAfterSeen,
+}
+
+impl FirstAnswer {
+    /// How the action ended.
+    pub const fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The report the action's [`Action`] would give: its first attempt
+    /// started at zero, this response, the stop.
+    pub fn into_report(self, policy: &Policy) -> Report {
+        let budget = policy.total_budget();
+        let event = |at: Duration, kind| Event {
+            at,
+            remaining_budget: budget.saturating_sub(at),
+            kind,
+        };
+        let mut events = Trail::new();
+        events.push(event(
+            Duration::ZERO,
+            EventKind::AttemptStarted {
+                attempt: 1,
+                reservation_end: policy.attempt_cap(),
+            },
+        ));
+        events.push(event(
+            self.at,
+            EventKind::Response {
+                attempt: 1,
+                status: self.status,
+                retry_after: self.retry_after,
+            },
+        ));
+        events.push(event(
+            self.at,
+            EventKind::Stopped {
+                outcome: self.outcome,
+            },
+        ));
+        Report {
+            outcome: self.outcome,
+            last_status: Some(self.status),
+            attempts_started: 1,
+            max_attempts: policy.max_attempts(),
+            elapsed: self.at,
+            request_time: self.at,
+            wait_time: Duration::ZERO,
+            server_requested_wait: None,
+            attempt_cap: policy.attempt_cap(),
+            events,
+            shared_with: 0,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::UNIX_EPOCH;
+
     use super::*;
     use crate::RetryAfter;
 
@@ -122,6 +209,55 @@ mod tests {
                         assert!(effects.hold_until.is_none() && !effects.withdraw);
                     }
                     None => assert!(policy.retries(status) || status == 429),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_first_answer_reports_as_the_action_does() {
+        let s = Duration::from_secs;
+        let calendar = UNIX_EPOCH + s(1_700_000_000);
+        let values = [
+            RetryAfter::Missing,
+            RetryAfter::parse("5"),
+            RetryAfter::parse("Tue, 14 Nov 2023 22:13:40 GMT"),
+            RetryAfter::parse("soon"),
+            RetryAfter::from_values([&b"3"[..], &b"7"[..]]),
+        ];
+        let times = [
+            Duration::ZERO,
+            Duration::from_nanos(1),
+            Duration::from_millis(30),
+            s(4),
+            s(45),
+            Duration::MAX,
+        ];
+        for policy in policies() {
+            let Decision::AwaitResponse { .. } = policy.first_attempt() else {
+                continue;
+            };
+            for status in [100, 200, 204, 301, 404, 418, 429, 500, 503] {
+                for value in &values {
+                    for &at in &times {
+                        for calendar in [None, Some(calendar)] {
+                            let answer = policy.first_answer(at, status, value, calendar);
+                            let mut action = Action::new(policy);
+                            action.attempt_started(Duration::ZERO);
+                            action.response(at, status, value, calendar);
+                            match answer {
+                                Some(answer) => {
+                                    assert_eq!(Some(answer.outcome()), action.outcome());
+                                    assert_eq!(
+                                        Some(answer.into_report(&policy)),
+                                        action.into_report(),
+                                        "{status} {value:?} {at:?} {policy:?}"
+                                    );
+                                }
+                                None => assert_eq!(policy.ends_first_attempt(status), None),
+                            }
+                        }
+                    }
                 }
             }
         }

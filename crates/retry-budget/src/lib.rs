@@ -79,6 +79,7 @@ pub mod replay;
 
 pub use action::{Action, ClientEffects, Decision};
 pub use category::Category;
+pub use first_attempt::FirstAnswer;
 pub use http_date::{HttpDate, Tolerated};
 pub use outcome::Outcome;
 pub use policy::{

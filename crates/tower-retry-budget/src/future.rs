@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{Action, Decision, Report, ResetHeaders};
+use retry_budget::{Action, Decision, FirstAnswer, Report, ResetHeaders};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower::Service;
@@ -115,6 +115,9 @@ pub(crate) struct Ctx<S, B> {
     /// ([`Policy::first_attempt`](retry_budget::Policy::first_attempt)),
     /// with no `Action` yet: the one created later replays that start.
     started_lazily: bool,
+    /// The first response that ended such an action before any `Action`
+    /// was needed, kept until its report is built.
+    first_answer: Option<FirstAnswer>,
     clock: Clock,
     /// The clone of the inner service that sends the retries.
     pub(crate) service: S,
@@ -146,6 +149,7 @@ impl<S, B> Ctx<S, B> {
         Self {
             action: None,
             started_lazily: false,
+            first_answer: None,
             clock: Clock::unread(),
             service,
             template: None,
@@ -261,7 +265,10 @@ impl<S, B> Ctx<S, B> {
     /// The stopped action's report, moving its trail out; the caller's slot
     /// and the observer get it too.
     fn conclude(&mut self) -> Option<Report> {
-        let report = self.action().take_report();
+        let report = match self.first_answer.take() {
+            Some(answer) if self.action.is_none() => Some(answer.into_report(&self.config.policy)),
+            _ => self.action().take_report(),
+        };
         debug_assert!(
             report.is_some(),
             "an action ends only once the core stopped it"
@@ -285,12 +292,32 @@ impl<S, B> Ctx<S, B> {
             .config
             .read(response.status(), response.headers())
             .into_parts();
-        if self.action.is_none() && self.report_unasked() {
-            // A first attempt started on the policy's word, and nobody reads
-            // the trail: the core says whether this answer ends the action
-            // whatever else it carries. If so, no `Action` is ever created.
-            if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
-                return Decision::Stop(outcome);
+        if self.action.is_none() && self.config.policy.ends_first_attempt(status).is_some() {
+            // A first attempt started on the policy's word, answered with a
+            // status the core says ends the action whatever else it
+            // carries: no `Action` is ever created. If nobody asked for the
+            // report, nothing is read at all (not even the clock); if
+            // someone did, the core builds it from this answer when asked.
+            if self.report_unasked() {
+                if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
+                    return Decision::Stop(outcome);
+                }
+            } else if translated.is_none() {
+                let calendar = if retry_after.needs_calendar() {
+                    self.config.calendar_reading(response.headers())
+                } else {
+                    None
+                };
+                let now = self.clock.now();
+                if let Some(answer) =
+                    self.config
+                        .policy
+                        .first_answer(now, status, &retry_after, calendar)
+                {
+                    let outcome = answer.outcome();
+                    self.first_answer = Some(answer);
+                    return Decision::Stop(outcome);
+                }
             }
         }
         // The calendar clock is read only when the core needs it: a date,
@@ -474,6 +501,7 @@ where
     /// The future is built first and the action started inside it: its
     /// state is large (the action, a request to copy, a timer), and every
     /// move of it would be a copy on the hot path.
+    #[inline(always)]
     pub(crate) fn start(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
     where
         S: Clone,
@@ -521,7 +549,7 @@ where
     /// Starts the action in place, before the future is first polled: its
     /// first attempt, or a wait for a hold-off; an error (with its report)
     /// if nothing is to be sent.
-    #[inline]
+    #[inline(always)]
     fn begin(
         &mut self,
         inner: &mut S,
@@ -579,7 +607,7 @@ where
         };
         // A copy only if a retry can ever follow.
         if retry_may_follow {
-            ctx.template = Some(request::copy(&request));
+            request::copy_into(&request, &mut ctx.template);
         }
         // Send on the service made ready; the clone in `ctx` serves the
         // retries.

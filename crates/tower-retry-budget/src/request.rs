@@ -7,7 +7,7 @@
 //! `Idempotency-Key` header, which every copy keeps unchanged). Everything
 //! else passes through untouched: no copy, no timer.
 
-use http::{Method, Request};
+use http::Request;
 
 /// Request extension: the caller asserts that this request may be repeated
 /// although its method is not safe (an `Idempotency-Key` that every retry
@@ -26,11 +26,10 @@ use http::{Method, Request};
 pub struct Idempotent;
 
 /// Whether a request may ever be retried.
+#[inline]
 pub fn may_retry<B>(request: &Request<B>) -> bool {
-    matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    ) || request.extensions().get::<Idempotent>().is_some()
+    // `is_safe`: GET, HEAD, OPTIONS, TRACE (one match on the method's tag).
+    request.method().is_safe() || request.extensions().get::<Idempotent>().is_some()
 }
 
 /// A copy of a request for a retry: method, URI, version, headers,
@@ -38,17 +37,31 @@ pub fn may_retry<B>(request: &Request<B>) -> bool {
 #[inline]
 pub(crate) fn copy<B: Clone>(request: &Request<B>) -> Request<B> {
     let mut copy = Request::new(request.body().clone());
+    copy_parts(request, &mut copy);
+    copy
+}
+
+/// [`copy`] written into `slot` (the state that keeps it) rather than moved
+/// there: a request is a few hundred bytes, and this is the hot path.
+#[inline]
+pub(crate) fn copy_into<B: Clone>(request: &Request<B>, slot: &mut Option<Request<B>>) {
+    copy_parts(request, slot.insert(Request::new(request.body().clone())));
+}
+
+/// Everything but the body.
+#[inline]
+fn copy_parts<B>(request: &Request<B>, copy: &mut Request<B>) {
     *copy.method_mut() = request.method().clone();
     *copy.uri_mut() = request.uri().clone();
     *copy.version_mut() = request.version();
     *copy.headers_mut() = request.headers().clone();
     *copy.extensions_mut() = request.extensions().clone();
-    copy
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Method;
 
     #[test]
     fn safe_methods_only_unless_opted_in() {
@@ -73,6 +86,14 @@ mod tests {
             .unwrap();
         r.extensions_mut().insert(7u32);
         let c = copy(&r);
+        let mut slot = None;
+        copy_into(&r, &mut slot);
+        let kept = slot.unwrap();
+        assert_eq!(
+            (kept.method(), kept.uri(), kept.headers()),
+            (r.method(), r.uri(), r.headers())
+        );
+        assert_eq!(kept.extensions().get::<u32>(), Some(&7));
         assert_eq!(c.method(), r.method());
         assert_eq!(c.uri(), r.uri());
         assert_eq!(c.headers(), r.headers());
