@@ -4,7 +4,7 @@
 //!
 //! | state | data | the timer is |
 //! |---|---|---|
-//! | `InFlight` | the attempt's future, its deadline | the deadline (armed at its first `Pending`) |
+//! | `InFlight` | the attempt's future | the deadline the core gave it (armed at its first `Pending`) |
 //! | `Waiting` | the last response (none before a first attempt held off) | the earliest next start |
 //! | `Readying` | the last response | the latest start |
 //! | `Done` | nothing | unused |
@@ -115,9 +115,6 @@ pub(crate) struct Ctx<S, B> {
     /// ([`Policy::first_attempt`](retry_budget::Policy::first_attempt)),
     /// with no `Action` yet: the one created later replays that start.
     started_lazily: bool,
-    /// The first response that ended such an action before any `Action`
-    /// was needed, kept until its report is built.
-    first_answer: Option<FirstAnswer>,
     clock: Clock,
     /// The clone of the inner service that sends the retries.
     pub(crate) service: S,
@@ -149,7 +146,6 @@ impl<S, B> Ctx<S, B> {
         Self {
             action: None,
             started_lazily: false,
-            first_answer: None,
             clock: Clock::unread(),
             service,
             template: None,
@@ -165,6 +161,21 @@ impl<S, B> Ctx<S, B> {
     /// so that its trail is the one it would have had.
     pub(crate) fn action(&mut self) -> &mut Action {
         materialize(&mut self.action, &self.config, self.started_lazily)
+    }
+
+    /// The deadline (elapsed) the core gave the attempt in flight: the
+    /// `Action`'s, or the policy's for a first attempt started on its word.
+    /// Past any other decision (never the case while an attempt is in
+    /// flight) the timer fires at once and the core is told.
+    fn attempt_deadline(&self) -> Duration {
+        let decision = match &self.action {
+            Some(action) => action.decision(),
+            None => self.config.policy.first_attempt(),
+        };
+        match decision {
+            Decision::AwaitResponse { deadline, .. } => deadline,
+            Decision::StartNow | Decision::WaitUntil(_) | Decision::Stop(_) => Duration::ZERO,
+        }
     }
 
     /// Whether nobody asked for a report of an action that needed no retry
@@ -229,9 +240,14 @@ impl<S, B> Ctx<S, B> {
     /// **The one place an action ends** (the core has stopped it): builds
     /// the report, gives a copy to the caller's slot and the observer, and
     /// attaches it to the response or the error.
+    ///
+    /// `answer`: the first response, when it ended an action that never
+    /// needed an `Action` ([`Ctx::response`]); the core builds the report
+    /// from it.
     fn finish<ResB, E>(
         &mut self,
         ending: Result<Response<ResB>, ErrorKind<E>>,
+        answer: Option<FirstAnswer>,
     ) -> Result<Response<ResB>, Error<E>> {
         match ending {
             Ok(mut response) => {
@@ -243,7 +259,7 @@ impl<S, B> Ctx<S, B> {
                 if attempts <= 1 && self.report_unasked() {
                     return Ok(response);
                 }
-                let report = self.conclude();
+                let report = self.conclude(answer);
                 // A layer below watches the body for a late status and
                 // has no slot of the caller's to correct: it gets a copy.
                 if let (Some(late), Some(report)) =
@@ -259,13 +275,14 @@ impl<S, B> Ctx<S, B> {
 
     /// [`finish`](Self::finish) with an error.
     pub(crate) fn finish_error<E>(&mut self, kind: ErrorKind<E>) -> Error<E> {
-        Error::new(kind, self.conclude())
+        Error::new(kind, self.conclude(None))
     }
 
-    /// The stopped action's report, moving its trail out; the caller's slot
+    /// The stopped action's report, moving its trail out (or built from
+    /// the first `answer` that ended it with no `Action`); the caller's slot
     /// and the observer get it too.
-    fn conclude(&mut self) -> Option<Report> {
-        let report = match self.first_answer.take() {
+    fn conclude(&mut self, answer: Option<FirstAnswer>) -> Option<Report> {
+        let report = match answer {
             Some(answer) if self.action.is_none() => Some(answer.into_report(&self.config.policy)),
             _ => self.action().take_report(),
         };
@@ -286,8 +303,9 @@ impl<S, B> Ctx<S, B> {
 
     /// Reads a response for the core: the signal, the calendar (only when
     /// the response carries a date), whether the request can still be sent
-    /// again in full. Answers the core's decision.
-    fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
+    /// again in full. Answers the core's decision, and the answer to build
+    /// the report from if no `Action` was needed.
+    fn response<ResB>(&mut self, response: &Response<ResB>) -> (Decision, Option<FirstAnswer>) {
         let (status, retry_after, forbidden, translated, resets) = self
             .config
             .read(response.status(), response.headers())
@@ -300,7 +318,7 @@ impl<S, B> Ctx<S, B> {
             // someone did, the core builds it from this answer when asked.
             if self.report_unasked() {
                 if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
-                    return Decision::Stop(outcome);
+                    return (Decision::Stop(outcome), None);
                 }
             } else if translated.is_none() {
                 let calendar = if retry_after.needs_calendar() {
@@ -314,9 +332,7 @@ impl<S, B> Ctx<S, B> {
                         .policy
                         .first_answer(now, status, &retry_after, calendar)
                 {
-                    let outcome = answer.outcome();
-                    self.first_answer = Some(answer);
-                    return Decision::Stop(outcome);
+                    return (Decision::Stop(answer.outcome()), Some(answer));
                 }
             }
         }
@@ -339,7 +355,7 @@ impl<S, B> Ctx<S, B> {
         if !replayable {
             self.action().request_not_replayable();
         }
-        self.step(|action, now| {
+        let decision = self.step(|action, now| {
             if let Some(from) = translated {
                 action.response_translated(now, from);
             }
@@ -350,7 +366,8 @@ impl<S, B> Ctx<S, B> {
                 action.reset_headers(resets);
             }
             action.response(now, status, &retry_after, calendar)
-        })
+        });
+        (decision, None)
     }
 }
 
@@ -411,11 +428,11 @@ pin_project! {
     /// What a budgeted action is doing, with the data it needs for it.
     #[project = StateProj]
     enum State<F, R> {
-        /// An attempt is in flight; it must answer by `deadline` (elapsed).
+        /// An attempt is in flight; it must answer by the deadline the core
+        /// gave it ([`Ctx::attempt_deadline`]), armed at its first `Pending`.
         InFlight {
             #[pin]
             future: F,
-            deadline: Duration,
             armed: bool,
         },
         /// Waiting until the next attempt may start, holding the last
@@ -461,7 +478,7 @@ pin_project! {
             if !matches!(this.state.project(), StateProj::Done) {
                 this.ctx.clock.new_poll();
                 this.ctx.step(|action, now| action.caller_left(now));
-                this.ctx.conclude();
+                this.ctx.conclude(None);
             }
         }
     }
@@ -589,20 +606,20 @@ where
         // the `Action` is created only if something needs it.
         let lazy = !ctx.listening && !ctx.shared && !config.attempt_deadlines && !store_down;
         let first = config.policy.first_attempt();
-        let (deadline, retry_may_follow) = match first {
-            Decision::AwaitResponse { deadline, .. } if lazy => {
+        let retry_may_follow = match first {
+            Decision::AwaitResponse { .. } if lazy => {
                 ctx.started_lazily = true;
-                (deadline, config.policy.retry_may_follow_first())
+                config.policy.retry_may_follow_first()
             }
             _ => {
-                let Decision::AwaitResponse { deadline, .. } =
+                let Decision::AwaitResponse { .. } =
                     ctx.step(|action, now| action.attempt_started(now))
                 else {
                     // The core refused even the first attempt: obey, send
                     // nothing.
                     return Err(ctx.finish_error(ErrorKind::NotSent));
                 };
-                (deadline, ctx.action().retry_may_follow())
+                ctx.action().retry_may_follow()
             }
         };
         // A copy only if a retry can ever follow.
@@ -616,7 +633,6 @@ where
         }
         self.state = State::InFlight {
             future: inner.call(request),
-            deadline,
             armed: false,
         };
         Ok(())
@@ -667,19 +683,19 @@ where
                 StateProj::Readying { .. } => ready!(self.as_mut().poll_readying(cx)),
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             };
-            if let Some(ending) = ending {
+            if let Some((ending, answer)) = ending {
                 let mut this = self.as_mut().project();
                 this.state.set(State::Done);
                 *this.cancelled = None;
-                return Poll::Ready(this.ctx.finish(ending));
+                return Poll::Ready(this.ctx.finish(ending, answer));
             }
         }
     }
 }
 
 /// What a state's poll leads to: `None`, another state (loop again); or the
-/// ending.
-type Turn<ResB, E> = Option<Ending<Response<ResB>, E>>;
+/// ending (with the first answer that ended it with no `Action`, if so).
+type Turn<ResB, E> = Option<(Ending<Response<ResB>, E>, Option<FirstAnswer>)>;
 
 impl<S, B, ResB> Attempts<S, B>
 where
@@ -698,17 +714,12 @@ where
     /// An attempt in flight: its answer, its failure, or its deadline.
     fn poll_in_flight(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
         let mut this = self.project();
-        let StateProj::InFlight {
-            future,
-            deadline,
-            armed,
-        } = this.state.as_mut().project()
-        else {
+        let StateProj::InFlight { future, armed } = this.state.as_mut().project() else {
             unreachable!("called in the InFlight state")
         };
         match future.poll(cx) {
             Poll::Ready(Ok(response)) => {
-                let decision = this.ctx.response(&response);
+                let (decision, answer) = this.ctx.response(&response);
                 if let Decision::WaitUntil(until) = decision {
                     arm(this.timer.as_mut(), this.ctx.clock.at(until));
                     this.state.set(State::Waiting {
@@ -716,16 +727,17 @@ where
                     });
                     return Poll::Ready(None);
                 }
-                Poll::Ready(Some(Ok(response)))
+                Poll::Ready(Some((Ok(response), answer)))
             }
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.transport_failed(now));
-                Poll::Ready(Some(Err(ErrorKind::Inner(error))))
+                Poll::Ready(Some((Err(ErrorKind::Inner(error)), None)))
             }
             Poll::Pending => {
                 if !*armed {
                     *armed = true;
-                    arm(this.timer.as_mut(), this.ctx.clock.at(*deadline));
+                    let deadline = this.ctx.attempt_deadline();
+                    arm(this.timer.as_mut(), this.ctx.clock.at(deadline));
                 }
                 if !fired(this.timer.as_mut(), cx) {
                     return Poll::Pending;
@@ -733,7 +745,7 @@ where
                 // Past the deadline: the attempt is abandoned (dropped with
                 // this state).
                 this.ctx.step(|action, now| action.attempt_timed_out(now));
-                Poll::Ready(Some(Err(ErrorKind::AttemptTimeout)))
+                Poll::Ready(Some((Err(ErrorKind::AttemptTimeout), None)))
             }
         }
     }
@@ -762,7 +774,7 @@ where
                 Poll::Ready(None)
             }
             Decision::AwaitResponse { .. } | Decision::Stop(_) => {
-                Poll::Ready(Some(held(response.take())))
+                Poll::Ready(Some((held(response.take()), None)))
             }
         }
     }
@@ -778,7 +790,7 @@ where
             Poll::Ready(Ok(())) => {}
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.readiness_failed(now));
-                return Poll::Ready(Some(Err(ErrorKind::Inner(error))));
+                return Poll::Ready(Some((Err(ErrorKind::Inner(error)), None)));
             }
             Poll::Pending => {
                 if !fired(this.timer.as_mut(), cx) {
@@ -787,7 +799,7 @@ where
                 // Still not ready at the latest start: the core decides (a
                 // stop, since the timer never fires early).
                 return match this.ctx.step(|action, now| action.transport_not_ready(now)) {
-                    Decision::Stop(_) => Poll::Ready(Some(held(response.take()))),
+                    Decision::Stop(_) => Poll::Ready(Some((held(response.take()), None))),
                     _ => {
                         let latest = this.ctx.action().latest_start();
                         arm(this.timer.as_mut(), this.ctx.clock.at(latest));
@@ -796,10 +808,10 @@ where
                 };
             }
         }
-        let Decision::AwaitResponse { deadline, .. } =
+        let Decision::AwaitResponse { .. } =
             this.ctx.step(|action, now| action.attempt_started(now))
         else {
-            return Poll::Ready(Some(held(response.take())));
+            return Poll::Ready(Some((held(response.take()), None)));
         };
         // Moved for the last possible attempt, copied otherwise.
         let ctx = &mut *this.ctx;
@@ -815,7 +827,6 @@ where
         let future = ctx.service.call(request);
         this.state.set(State::InFlight {
             future,
-            deadline,
             armed: false,
         });
         Poll::Ready(None)
