@@ -15,6 +15,14 @@
 //! shared state what the core says is due), obeys, and ends in one place
 //! ([`Ctx::finish`]: the report, the caller's slot, the observer).
 //!
+//! The `Action` is boxed and created when first needed ([`Ctx::action`]).
+//! A first attempt is started on the policy's word when nobody listens and
+//! nothing is shared; an answer the core says ends the action then never
+//! creates one (its report, if asked for, is built by the core from the
+//! answer, [`FirstAnswer`]). Anything else creates it, replaying the first
+//! start at elapsed zero, so that the trail is the one it would have had
+//! (`tests/deferred_action.rs` runs the same scripts both ways).
+//!
 //! No task is spawned. Dropping the future is the caller leaving: the attempt
 //! in flight is dropped with it, the core is told, and nothing continues in
 //! the background.

@@ -39,6 +39,26 @@
 //! [`Policy`], [`Report`], [`Outcome`], [`Jitter`], [`Event`] and
 //! [`EventKind`] are re-exported here: one `use` line suffices.
 //!
+//! # What it costs when nothing goes wrong
+//!
+//! A request that is not retryable passes straight through: no copy, no
+//! timer, no report. A retryable one is copied once, as `tower::retry`
+//! copies it, and its first attempt starts on the policy's word
+//! ([`Policy::first_attempt`]): the core's [`Action`](retry_budget::Action)
+//! and its trail are created only when something needs them (a retry, a
+//! timeout, the caller leaving, a `tracing` subscriber or an [`Observer`]
+//! listening, a client budget or a hold-off map to tell). If the core says
+//! the first answer ends the action ([`Policy::ends_first_attempt`]: a
+//! status the policy does not retry, and not a 429), that answer is passed
+//! on; the [`Report`] the caller gets by default is built by the core from
+//! the answer alone ([`retry_budget::FirstAnswer`]), and with
+//! [`ReportMode::WhenRetried`] nothing is built and no clock is read. The
+//! per-attempt timer is created only if the attempt is still pending when
+//! first polled. Per call, in instructions (one run of the bench in
+//! `BENCHMARKS.md`): a GET answered at once costs 1.76 times
+//! `tower::retry` with its report, 1.25 times without; a POST 1.10 times
+//! the bare service.
+//!
 //! | file | job |
 //! |---|---|
 //! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action |
