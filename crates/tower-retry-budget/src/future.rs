@@ -612,7 +612,14 @@ where
         // Nobody hears the trail, nothing is shared, nothing below reads the
         // reservation: the first attempt starts on the policy's word, and
         // the `Action` is created only if something needs it.
-        let lazy = !ctx.listening && !ctx.shared && !config.attempt_deadlines && !store_down;
+        // (Seeded jitter draws each action's seed when its `Action` is
+        // created: such a layer starts them all with one, so that the
+        // seeds follow the actions whoever listens.)
+        let lazy = !ctx.listening
+            && !ctx.shared
+            && !config.attempt_deadlines
+            && config.seeds.is_none()
+            && !store_down;
         let first = config.policy.first_attempt();
         let retry_may_follow = match first {
             Decision::AwaitResponse { .. } if lazy => {

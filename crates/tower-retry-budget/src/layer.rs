@@ -223,7 +223,10 @@ impl RetryBudgetLayer {
     /// Seeds the jitter of every action from `seed` (the n-th action gets
     /// its own seed derived from it), so that a run is reproducible. Without
     /// it, each action is seeded at random. Matters only if the policy has
-    /// [`Jitter`](crate::Jitter).
+    /// [`Jitter`](crate::Jitter). Under a seeded layer every action creates
+    /// its core `Action` when it starts (the seeds then follow the actions,
+    /// whatever listens), which costs a first attempt answered at once
+    /// about what [`ReportMode::Always`] costs.
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.config().seeds = Some(Arc::new(Seeds {
             base: seed,

@@ -55,7 +55,8 @@ pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
 /// Whether a `tracing` subscriber may want any trail event. The least
 /// verbose level used by [`emit`] is WARN: without a subscriber that wants
 /// it (the usual case on a client's hot path), nothing is formatted or
-/// matched at all.
+/// matched at all. Read once per action, when it starts: a subscriber set
+/// later hears the actions started after it.
 pub(crate) fn listening() -> bool {
     tracing::level_enabled!(tracing::Level::WARN)
 }
