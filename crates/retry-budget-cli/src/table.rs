@@ -208,7 +208,7 @@ fn response(status: u16, retry_after: &RetryAfterSeen) -> String {
         }
         RetryAfterSeen::Invalid { raw } => format!("{status}; Retry-After {raw} (invalid)"),
         RetryAfterSeen::Unmeasured { raw } => {
-            format!("{status}; Retry-After {raw:?} (no trusted clock)")
+            format!("{status}; Retry-After {raw} (no trusted clock)")
         }
     }
 }

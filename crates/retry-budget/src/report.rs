@@ -365,7 +365,7 @@ impl fmt::Display for Report {
             ),
             Some(RetryAfterSeen::Unmeasured { raw }) => write!(
                 f,
-                "\nThe service asked to wait until a date ({raw:?}) that no trusted clock can measure; no retry was sent."
+                "\nThe service asked to wait until a date ({raw}) that no trusted clock can measure; no retry was sent."
             ),
             None => Ok(()),
         }?;

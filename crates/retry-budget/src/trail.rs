@@ -383,8 +383,10 @@ impl RetryAfterSeen {
                     raw: date.raw().unwrap_or_default().to_owned(),
                 },
             },
+            // The raw text as received (cut and made valid UTF-8 by the
+            // parser), not a quoted rendering of it.
             RetryAfter::Invalid(inv) => Self::Invalid {
-                raw: inv.to_string(),
+                raw: inv.raw().to_owned(),
             },
             RetryAfter::Repeated(repeated) => match value.asked_with_value(calendar) {
                 (Asked::Wait(_), Some(counted)) => Self::at_receipt(counted, calendar),
@@ -399,6 +401,41 @@ impl RetryAfterSeen {
     }
 }
 
+/// One rendering of a `Retry-After` for people and logs, for the value as
+/// received ([`RetryAfter`], shown as seen without a calendar reading) and
+/// as the trail records it: `none (missing)`, `3 s (valid)`,
+/// `Mon, 01 Jan 2024 12:00:06 GMT (valid date)`, `1.5 (invalid)`, or the
+/// date followed by `(a date no trusted clock can measure)`. Raw values
+/// are shown as received (a header value holds no control character).
+///
+/// ```
+/// use retry_budget::{RetryAfter, RetryAfterSeen};
+///
+/// assert_eq!(RetryAfter::parse("3").to_string(), "3 s (valid)");
+/// assert_eq!(RetryAfter::parse("1.5").to_string(), "1.5 (invalid)");
+/// assert_eq!(RetryAfterSeen::Missing.to_string(), "none (missing)");
+/// ```
+impl fmt::Display for RetryAfterSeen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Missing => f.write_str("none (missing)"),
+            Self::Seconds { value } => write!(f, "{} (valid)", Secs(*value)),
+            Self::Date { date } => write!(f, "{} (valid date)", httpdate::fmt_http_date(*date)),
+            Self::Invalid { raw } => write!(f, "{raw} (invalid)"),
+            Self::Unmeasured { raw } => {
+                write!(f, "{raw} (a date no trusted clock can measure)")
+            }
+        }
+    }
+}
+
+/// As [`RetryAfterSeen`] shows it, seen without a calendar reading.
+impl fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        RetryAfterSeen::from(self).fmt(f)
+    }
+}
+
 /// As recorded without a calendar reading (see
 /// [`RetryAfterSeen::at_receipt`]).
 impl From<&RetryAfter> for RetryAfterSeen {
@@ -410,4 +447,57 @@ impl From<&RetryAfter> for RetryAfterSeen {
 #[cfg(feature = "serde")]
 fn ser_date<S: serde::Serializer>(date: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&httpdate::fmt_http_date(*date))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trail_keeps_the_raw_text_and_one_rendering_serves_both_types() {
+        let seen = |raw: &str| RetryAfterSeen::from(&RetryAfter::parse(raw));
+        assert_eq!(
+            seen("tomorrow"),
+            RetryAfterSeen::Invalid {
+                raw: "tomorrow".into()
+            }
+        );
+        assert_eq!(
+            seen("\"quoted\""),
+            RetryAfterSeen::Invalid {
+                raw: "\"quoted\"".into()
+            }
+        );
+        let repeated = RetryAfter::from_values([&b"soon"[..], &b"later"[..]]);
+        assert_eq!(
+            RetryAfterSeen::from(&repeated),
+            RetryAfterSeen::Invalid {
+                raw: "soon, later".into()
+            }
+        );
+        for value in ["3", "1.5", "tomorrow", "Mon, 01 Jan 2024 12:00:06 GMT"] {
+            let parsed = RetryAfter::parse(value);
+            assert_eq!(
+                parsed.to_string(),
+                RetryAfterSeen::from(&parsed).to_string()
+            );
+        }
+        assert_eq!(seen("tomorrow").to_string(), "tomorrow (invalid)");
+        let unmeasured = RetryAfterSeen::Unmeasured {
+            raw: "Monday, 01-Jan-24 12:00:06 GMT".into(),
+        };
+        assert_eq!(
+            unmeasured.to_string(),
+            "Monday, 01-Jan-24 12:00:06 GMT (a date no trusted clock can measure)"
+        );
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_704_110_400);
+        let dated = RetryAfterSeen::at_receipt(
+            &RetryAfter::parse("Mon, 01 Jan 2024 12:00:06 GMT"),
+            Some(at),
+        );
+        assert_eq!(
+            dated.to_string(),
+            "Mon, 01 Jan 2024 12:00:06 GMT (valid date)"
+        );
+    }
 }

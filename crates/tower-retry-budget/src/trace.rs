@@ -6,24 +6,9 @@
 
 use std::time::Duration;
 
-use retry_budget::{Action, Decision, Event, EventKind, RetryAfterSeen, WaitBasis};
+use retry_budget::{Action, Decision, Event, EventKind, WaitBasis};
 
 use crate::observer::Watch;
-
-/// Formats a `Retry-After` as seen, only when the event is recorded.
-struct Seen<'a>(&'a RetryAfterSeen);
-
-impl std::fmt::Display for Seen<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            RetryAfterSeen::Missing => f.write_str("missing"),
-            RetryAfterSeen::Seconds { value } => write!(f, "{} s", value.as_secs()),
-            RetryAfterSeen::Date { date } => f.write_str(&httpdate::fmt_http_date(*date)),
-            RetryAfterSeen::Invalid { raw } => write!(f, "invalid {raw}"),
-            RetryAfterSeen::Unmeasured { raw } => write!(f, "unmeasured date {raw:?}"),
-        }
-    }
-}
 
 fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
@@ -87,7 +72,7 @@ pub(crate) fn emit(events: &[Event]) {
                 tracing::debug!(
                     target: "retry_budget",
                     at_s, remaining_budget_s, attempt, status,
-                    retry_after = %Seen(retry_after),
+                    retry_after = %retry_after,
                     "response"
                 );
             }
