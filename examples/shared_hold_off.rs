@@ -23,7 +23,7 @@ use http::{Request, Response};
 use retry_budget::Policy;
 use tokio::time::Instant;
 use tower::{service_fn, Layer, Service};
-use tower_retry_budget::hold_off::RedisStore;
+use tower_retry_budget::RedisStore;
 use tower_retry_budget::{clock, HoldOff, RetryBudgetLayer};
 
 type Error = Box<dyn std::error::Error>;

@@ -1,51 +1,4 @@
-//! The cross-request retry budget: one budget shared by every action of a
-//! client, bounding retries to a ratio of first attempts.
-//!
-//! # Why
-//!
-//! Each action's own budget bounds how long one user waits. It does not
-//! bound what the client as a whole asks of a service that is already
-//! refusing: with 3 attempts each, a storm of 429s can triple the load. A
-//! budget shared by all actions (Finagle's `RetryBudget`, tower's
-//! `TpsBudget`) lets first attempts through and allows retries only up to a
-//! ratio of them, plus a small reserve.
-//!
-//! [`RetryBudgetLayer::client_budget`](crate::RetryBudgetLayer::client_budget)
-//! takes any [`tower::retry::budget::Budget`], so tower's `TpsBudget` plugs
-//! in as is. [`ClientBudget`] is this crate's: the same idea with exact
-//! integer arithmetic (tower's `TpsBudget` turns the ratio into a whole
-//! "cost per retry" and so allows 1 retry per first attempt for any ratio
-//! above 0.5, tower issue #857) and tokio's clock, so that paused-time tests
-//! see exact windows. The arithmetic is the core's
-//! [`retry_budget::RatioBudget`].
-//!
-//! The layer deposits once per budgeted action, when its first attempt is
-//! sent, and withdraws once per retry, when the retry is planned: a refused
-//! retry ends the action at once as `retry_throttled` (the last response, a
-//! 429, is returned with the report), instead of waiting for nothing.
-//!
-//! ```
-//! use std::time::Duration;
-//! use retry_budget::{Policy, Ratio};
-//! use tower::ServiceBuilder;
-//! use tower_retry_budget::{ClientBudget, RetryBudgetLayer};
-//!
-//! # let client = tower::service_fn(|_: http::Request<String>| async {
-//! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
-//! # });
-//! // Retries may be 20 % of first attempts, plus 1 per second, over 10 s.
-//! let budget = ClientBudget::new(Ratio::percent(20)?, 1, Duration::from_secs(10))?;
-//! let client = ServiceBuilder::new()
-//!     .layer(RetryBudgetLayer::new(Policy::default()).client_budget(budget.clone()))
-//!     .service(client);
-//! # let _ = client;
-//!
-//! // tower's own budget plugs in the same way.
-//! let tps = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 1, 0.2);
-//! let layer = RetryBudgetLayer::new(Policy::default()).client_budget(tps);
-//! # let _ = layer;
-//! # Ok::<(), retry_budget::RatioError>(())
-//! ```
+//! [`ClientBudget`]: the retry budget shared by a client's actions.
 
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -56,7 +9,56 @@ use tokio::time::Instant;
 use tower::retry::budget::Budget;
 
 /// A retry budget shared by all actions of a client, with exact arithmetic
-/// and tokio's clock. Clones share one budget. See the [module docs](self).
+/// and tokio's clock. Clones share one budget.
+///
+/// The cross-request retry budget: one budget shared by every action of a
+/// client, bounding retries to a ratio of first attempts.
+///
+/// # Why
+///
+/// Each action's own budget bounds how long one user waits. It does not
+/// bound what the client as a whole asks of a service that is already
+/// refusing: with 3 attempts each, a storm of 429s can triple the load. A
+/// budget shared by all actions (Finagle's `RetryBudget`, tower's
+/// `TpsBudget`) lets first attempts through and allows retries only up to a
+/// ratio of them, plus a small reserve.
+///
+/// [`RetryBudgetLayer::client_budget`](crate::RetryBudgetLayer::client_budget)
+/// takes any [`tower::retry::budget::Budget`], so tower's `TpsBudget` plugs
+/// in as is. [`ClientBudget`] is this crate's: the same idea with exact
+/// integer arithmetic (tower's `TpsBudget` turns the ratio into a whole
+/// "cost per retry" and so allows 1 retry per first attempt for any ratio
+/// above 0.5, tower issue #857) and tokio's clock, so that paused-time tests
+/// see exact windows. The arithmetic is the core's
+/// [`retry_budget::RatioBudget`].
+///
+/// The layer deposits once per budgeted action, when its first attempt is
+/// sent, and withdraws once per retry, when the retry is planned: a refused
+/// retry ends the action at once as `retry_throttled` (the last response, a
+/// 429, is returned with the report), instead of waiting for nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use retry_budget::{Policy, Ratio};
+/// use tower::ServiceBuilder;
+/// use tower_retry_budget::{ClientBudget, RetryBudgetLayer};
+///
+/// # let client = tower::service_fn(|_: http::Request<String>| async {
+/// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// # });
+/// // Retries may be 20 % of first attempts, plus 1 per second, over 10 s.
+/// let budget = ClientBudget::new(Ratio::percent(20)?, 1, Duration::from_secs(10))?;
+/// let client = ServiceBuilder::new()
+///     .layer(RetryBudgetLayer::new(Policy::default()).client_budget(budget.clone()))
+///     .service(client);
+/// # let _ = client;
+///
+/// // tower's own budget plugs in the same way.
+/// let tps = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 1, 0.2);
+/// let layer = RetryBudgetLayer::new(Policy::default()).client_budget(tps);
+/// # let _ = layer;
+/// # Ok::<(), retry_budget::RatioError>(())
+/// ```
 #[derive(Clone)]
 pub struct ClientBudget {
     inner: Arc<Mutex<RatioBudget>>,

@@ -1,28 +1,4 @@
-//! A method allow-list: [`IdempotentPathsLayer`] marks the requests whose
-//! URI path is listed as [`Idempotent`], so that a caller need not mark each
-//! call.
-//!
-//! For gRPC the path is `/package.Service/Method`; list the methods whose
-//! `idempotency_level` is `NO_SIDE_EFFECTS` or `IDEMPOTENT` in their proto
-//! definition. Place the layer **above** [`ReplayBodyLayer`](crate::ReplayBodyLayer)
-//! (which copies only the bodies of requests that may be retried) and
-//! [`RetryBudgetLayer`](crate::RetryBudgetLayer).
-//!
-//! ```
-//! use retry_budget::Policy;
-//! use tower::ServiceBuilder;
-//! use tower_retry_budget::{IdempotentPathsLayer, ReplayBodyLayer, RetryBudgetLayer};
-//!
-//! # let channel = tower::service_fn(|_: http::Request<tower_retry_budget::ReplayBody<String>>| async {
-//! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
-//! # });
-//! let stack = ServiceBuilder::new()
-//!     .layer(IdempotentPathsLayer::new(["/shop.Catalog/GetItem"]))
-//!     .layer(ReplayBodyLayer::new())
-//!     .layer(RetryBudgetLayer::new(Policy::default()))
-//!     .service(channel);
-//! # let _ = stack;
-//! ```
+//! [`IdempotentPathsLayer`]: a method allow-list for retries.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -33,8 +9,33 @@ use tower::{Layer, Service};
 
 use crate::Idempotent;
 
-/// Marks requests whose path is listed as [`Idempotent`]. See the
-/// [module docs](crate::idempotent_paths).
+/// Marks requests whose path is listed as [`Idempotent`].
+///
+/// A method allow-list: [`IdempotentPathsLayer`] marks the requests whose
+/// URI path is listed as [`Idempotent`], so that a caller need not mark each
+/// call.
+///
+/// For gRPC the path is `/package.Service/Method`; list the methods whose
+/// `idempotency_level` is `NO_SIDE_EFFECTS` or `IDEMPOTENT` in their proto
+/// definition. Place the layer **above** [`ReplayBodyLayer`](crate::ReplayBodyLayer)
+/// (which copies only the bodies of requests that may be retried) and
+/// [`RetryBudgetLayer`](crate::RetryBudgetLayer).
+///
+/// ```
+/// use retry_budget::Policy;
+/// use tower::ServiceBuilder;
+/// use tower_retry_budget::{IdempotentPathsLayer, ReplayBodyLayer, RetryBudgetLayer};
+///
+/// # let channel = tower::service_fn(|_: http::Request<tower_retry_budget::ReplayBody<String>>| async {
+/// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+/// # });
+/// let stack = ServiceBuilder::new()
+///     .layer(IdempotentPathsLayer::new(["/shop.Catalog/GetItem"]))
+///     .layer(ReplayBodyLayer::new())
+///     .layer(RetryBudgetLayer::new(Policy::default()))
+///     .service(channel);
+/// # let _ = stack;
+/// ```
 #[derive(Debug, Clone)]
 pub struct IdempotentPathsLayer {
     paths: Arc<HashSet<String>>,

@@ -198,8 +198,8 @@ impl RetryBudgetLayer {
     }
 
     /// Bounds the retries of all actions through this layer (and its clones)
-    /// to a ratio of their first attempts: see [`ClientBudget`] and the
-    /// [`budget` docs](crate::budget). Any [`Budget`] works, tower's
+    /// to a ratio of their first attempts: see [`ClientBudget`]. Any
+    /// [`Budget`] works, tower's
     /// `TpsBudget` included. A retry it refuses ends its action as
     /// `retry_throttled`.
     ///
@@ -213,8 +213,7 @@ impl RetryBudgetLayer {
     }
 
     /// Makes later first attempts to a service honour a `Retry-After` that
-    /// service gave another action: see [`HoldOff`] and the
-    /// [`hold_off` docs](crate::hold_off).
+    /// service gave another action: see [`HoldOff`].
     pub fn hold_off(mut self, hold_off: HoldOff) -> Self {
         self.config().hold_off = Some(hold_off);
         self

@@ -100,7 +100,7 @@
 //! A tonic `Channel` gets the same budget by composition. Its request body
 //! is not `Clone`, so [`ReplayBodyLayer`] goes above the retry layer and a
 //! map back to `tonic::body::Body` below it; [`GrpcSignal`] reads
-//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`signal`]):
+//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`]):
 //!
 //! ```
 //! use tonic::body::Body;
@@ -146,7 +146,7 @@
 //!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`], below
 //!   the retry layer, reads the first frame of such an answer so that
 //!   trailers with no message are read like a Trailers-Only head (see
-//!   [`grpc_peek`]). `success` means the service *began an answer* with no
+//!   [`GrpcTrailersLayer`]). `success` means the service *began an answer* with no
 //!   error status; a stream whose final `grpc-status` is not OK has its
 //!   [`ReportSlot`] report corrected to `not_retryable` when that status
 //!   arrives.
@@ -206,7 +206,7 @@
 #![warn(missing_docs)]
 
 mod attempt_info;
-pub mod budget;
+mod budget;
 mod builder;
 mod calendar;
 #[cfg(feature = "tower-http")]
@@ -215,18 +215,18 @@ pub mod clock;
 mod error;
 mod future;
 pub mod gate;
-pub mod grpc_peek;
+mod grpc_peek;
 mod held;
-pub mod hold_off;
-pub mod idempotent_paths;
+mod hold_off;
+mod idempotent_paths;
 mod layer;
 mod observer;
 mod policy;
-pub mod replay;
+mod replay;
 mod report_slot;
 mod request;
 mod service;
-pub mod signal;
+mod signal;
 #[cfg(feature = "single-flight")]
 pub mod single_flight;
 mod trace;
@@ -237,19 +237,27 @@ pub use builder::ServiceBuilderExt;
 pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
-pub use grpc_peek::{GrpcTrailers, GrpcTrailersLayer, PeekBody};
+pub use grpc_peek::{GrpcTrailers, GrpcTrailersFuture, GrpcTrailersLayer, PeekBody};
 pub use hold_off::{
-    HoldOff, HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD,
+    HoldOff, HoldOffBuilder, HoldOffError, StoreHealth, DEFAULT_HOLD_OFF_CAPACITY,
+    DEFAULT_MAX_HOLD, MAX_MAX_HOLD,
 };
+#[cfg(feature = "redis")]
+pub use hold_off::{RedisStore, RedisStoreError, DEFAULT_REDIS_OP_TIMEOUT};
 pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::{ReportMode, RetryBudgetLayer};
 pub use observer::{ActionId, Observer};
 pub use policy::BudgetPolicy;
-pub use replay::{BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService};
+pub use replay::{
+    BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayError, DEFAULT_REPLAY_LIMIT,
+};
 pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
-pub use signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal};
+pub use signal::{
+    GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS,
+    GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS, RATELIMIT, RATELIMIT_RESET,
+};
 
 pub use retry_budget;
 pub use retry_budget::{Event, EventKind, Jitter, Outcome, Policy, Report};

@@ -1,74 +1,4 @@
-//! What the retry layer reads from a response head: a [`RetrySignal`] turns
-//! the status line and headers into what the core
-//! [`Action`](retry_budget::Action) is told (a status, a
-//! [`RetryAfter`], and whether the server forbids a retry).
-//!
-//! The rule stays in the core: a signal only *reads*. The default,
-//! [`HttpSignal`], is the HTTP status and `Retry-After`, exactly as before
-//! (a zero-sized type, no allocation). [`GrpcSignal`] is the opt-in reading
-//! for gRPC, and [`ResetSignal`] the opt-in reading of rate-limit reset
-//! headers (IETF `RateLimit`, `RateLimit-Reset`, operator-named headers as
-//! seconds or Unix time) on top of either, set with
-//! [`RetryBudgetLayer::signal`](crate::RetryBudgetLayer::signal).
-//!
-//! # gRPC (`GrpcSignal`)
-//!
-//! A gRPC call answers HTTP `200` and puts its status in `grpc-status`,
-//! normally in the trailers. When it fails before any message, the server
-//! sends a *Trailers-Only* response: `grpc-status` (and the rest of the
-//! trailers) in the response **headers**, where a retry layer can see them.
-//! [`GrpcSignal`] reads those:
-//!
-//! | the response head | told to the core |
-//! |---|---|
-//! | HTTP status other than 200 (an intermediary's `429`, a `503`) | that status and its `Retry-After`, as [`HttpSignal`] |
-//! | `200` without `grpc-status` (a call that is answering; its status comes in the trailers) | `200` |
-//! | `200`, `grpc-status: 0` (OK) | `200` |
-//! | `200`, `grpc-status: 8` (RESOURCE_EXHAUSTED) | `429`, its HTTP equivalent |
-//! | `200`, any other `grpc-status` | its HTTP equivalent (`google.rpc.Code`'s table: UNAVAILABLE `503`, UNAUTHENTICATED `401`, INTERNAL `500`, ...; an unknown code `500`) |
-//!
-//! and, for any non-OK `grpc-status`, the server's pushback (gRFC A6,
-//! "gRPC Retry Design"):
-//!
-//! | `grpc-retry-pushback-ms` | told to the core |
-//! |---|---|
-//! | absent | no server delay ([`RetryAfter::Missing`]): the local fallback applies |
-//! | `1*DIGIT` milliseconds | the server's delay: [`RetryAfter::Seconds`]`(Duration::from_millis(ms))` (huge values saturate); the core's 1 s floor still applies |
-//! | negative, malformed, or repeated | the server forbids a retry ([`Action::retry_forbidden`](retry_budget::Action::retry_forbidden)): a retried status stops as `not_retryable` |
-//!
-//! A translated response is recorded in the trail
-//! ([`EventKind::Translated`](retry_budget::EventKind::Translated), e.g.
-//! `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`) just
-//! before the response as told, so the report's `429` and its delay can be
-//! traced to what the server actually sent.
-//!
-//! Only the head is read. A `grpc-status` in trailers that follow the
-//! initial metadata with no message is brought into the head by
-//! [`GrpcTrailersLayer`](crate::GrpcTrailersLayer), placed below the retry
-//! layer (the trail then says `, in trailers after initial metadata`); a
-//! `grpc-status` in trailers after messages arrives after the response has
-//! been handed to the caller and is never retried (that layer corrects the
-//! report in a [`ReportSlot`](crate::ReportSlot) instead). Which calls may be retried at all is not the signal's business:
-//! gRPC calls are `POST`, so only calls marked [`Idempotent`](crate::Idempotent)
-//! are budgeted (see the [crate docs](crate#grpc--tonic)).
-//!
-//! ```
-//! use std::time::Duration;
-//! use http::{HeaderMap, StatusCode};
-//! use retry_budget::RetryAfter;
-//! use tower_retry_budget::{GrpcSignal, RetrySignal};
-//!
-//! let mut headers = HeaderMap::new();
-//! headers.insert("grpc-status", "8".parse().unwrap());
-//! headers.insert("grpc-retry-pushback-ms", "1500".parse().unwrap());
-//! let signal = GrpcSignal.read(StatusCode::OK, &headers);
-//! assert_eq!(signal.status(), 429);
-//! assert_eq!(signal.retry_after(), &RetryAfter::Seconds(Duration::from_millis(1500)));
-//! assert!(!signal.retry_forbidden());
-//!
-//! headers.insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
-//! assert!(GrpcSignal.read(StatusCode::OK, &headers).retry_forbidden());
-//! ```
+//! [`RetrySignal`]: what a response head tells the budget.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -163,8 +93,79 @@ impl Signal {
 }
 
 /// Reads a response head into the [`Signal`] the retry budget is told.
-/// See the [module docs](self). Object-safe: a layer may hold one as
-/// `Arc<dyn RetrySignal + Send + Sync>`.
+/// Object-safe: a layer may hold one as `Arc<dyn RetrySignal + Send + Sync>`.
+///
+/// What the retry layer reads from a response head: a [`RetrySignal`] turns
+/// the status line and headers into what the core
+/// [`Action`](retry_budget::Action) is told (a status, a
+/// [`RetryAfter`], and whether the server forbids a retry).
+///
+/// The rule stays in the core: a signal only *reads*. The default,
+/// [`HttpSignal`], is the HTTP status and `Retry-After`, exactly as before
+/// (a zero-sized type, no allocation). [`GrpcSignal`] is the opt-in reading
+/// for gRPC, and [`ResetSignal`] the opt-in reading of rate-limit reset
+/// headers (IETF `RateLimit`, `RateLimit-Reset`, operator-named headers as
+/// seconds or Unix time) on top of either, set with
+/// [`RetryBudgetLayer::signal`](crate::RetryBudgetLayer::signal).
+///
+/// # gRPC (`GrpcSignal`)
+///
+/// A gRPC call answers HTTP `200` and puts its status in `grpc-status`,
+/// normally in the trailers. When it fails before any message, the server
+/// sends a *Trailers-Only* response: `grpc-status` (and the rest of the
+/// trailers) in the response **headers**, where a retry layer can see them.
+/// [`GrpcSignal`] reads those:
+///
+/// | the response head | told to the core |
+/// |---|---|
+/// | HTTP status other than 200 (an intermediary's `429`, a `503`) | that status and its `Retry-After`, as [`HttpSignal`] |
+/// | `200` without `grpc-status` (a call that is answering; its status comes in the trailers) | `200` |
+/// | `200`, `grpc-status: 0` (OK) | `200` |
+/// | `200`, `grpc-status: 8` (RESOURCE_EXHAUSTED) | `429`, its HTTP equivalent |
+/// | `200`, any other `grpc-status` | its HTTP equivalent (`google.rpc.Code`'s table: UNAVAILABLE `503`, UNAUTHENTICATED `401`, INTERNAL `500`, ...; an unknown code `500`) |
+///
+/// and, for any non-OK `grpc-status`, the server's pushback (gRFC A6,
+/// "gRPC Retry Design"):
+///
+/// | `grpc-retry-pushback-ms` | told to the core |
+/// |---|---|
+/// | absent | no server delay ([`RetryAfter::Missing`]): the local fallback applies |
+/// | `1*DIGIT` milliseconds | the server's delay: [`RetryAfter::Seconds`]`(Duration::from_millis(ms))` (huge values saturate); the core's 1 s floor still applies |
+/// | negative, malformed, or repeated | the server forbids a retry ([`Action::retry_forbidden`](retry_budget::Action::retry_forbidden)): a retried status stops as `not_retryable` |
+///
+/// A translated response is recorded in the trail
+/// ([`EventKind::Translated`](retry_budget::EventKind::Translated), e.g.
+/// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`) just
+/// before the response as told, so the report's `429` and its delay can be
+/// traced to what the server actually sent.
+///
+/// Only the head is read. A `grpc-status` in trailers that follow the
+/// initial metadata with no message is brought into the head by
+/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer), placed below the retry
+/// layer (the trail then says `, in trailers after initial metadata`); a
+/// `grpc-status` in trailers after messages arrives after the response has
+/// been handed to the caller and is never retried (that layer corrects the
+/// report in a [`ReportSlot`](crate::ReportSlot) instead). Which calls may be retried at all is not the signal's business:
+/// gRPC calls are `POST`, so only calls marked [`Idempotent`](crate::Idempotent)
+/// are budgeted (see the [crate docs](crate#grpc--tonic)).
+///
+/// ```
+/// use std::time::Duration;
+/// use http::{HeaderMap, StatusCode};
+/// use retry_budget::RetryAfter;
+/// use tower_retry_budget::{GrpcSignal, RetrySignal};
+///
+/// let mut headers = HeaderMap::new();
+/// headers.insert("grpc-status", "8".parse().unwrap());
+/// headers.insert("grpc-retry-pushback-ms", "1500".parse().unwrap());
+/// let signal = GrpcSignal.read(StatusCode::OK, &headers);
+/// assert_eq!(signal.status(), 429);
+/// assert_eq!(signal.retry_after(), &RetryAfter::Seconds(Duration::from_millis(1500)));
+/// assert!(!signal.retry_forbidden());
+///
+/// headers.insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
+/// assert!(GrpcSignal.read(StatusCode::OK, &headers).retry_forbidden());
+/// ```
 pub trait RetrySignal {
     /// What the response with this status and headers tells the budget.
     fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal;
@@ -198,7 +199,7 @@ fn retry_after(headers: &HeaderMap) -> RetryAfter {
 
 /// The gRPC reading: Trailers-Only `grpc-status` (8, RESOURCE_EXHAUSTED, as
 /// `429`) and `grpc-retry-pushback-ms` (gRFC A6), on top of
-/// [`HttpSignal`]. See the [module docs](self).
+/// [`HttpSignal`]. See [`RetrySignal`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GrpcSignal;
 

@@ -34,7 +34,7 @@ use http_body_util::BodyExt;
 use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
 use tokio::time::{Instant, Sleep};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
-use tower_retry_budget::signal::GRPC_STATUS_FROM;
+use tower_retry_budget::GRPC_STATUS_FROM;
 use tower_retry_budget::{
     ActionId, Event, GrpcSignal, GrpcTrailersLayer, Idempotent, Observer, ReportSlot,
     RetryBudgetLayer,

@@ -23,7 +23,7 @@ use retry_budget::{EventKind, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::hold_off::RedisStore;
+use tower_retry_budget::RedisStore;
 use tower_retry_budget::{Error, HoldOff, RetryBudgetLayer};
 
 /// The bound on anything the tests wait for: only a hang fails.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use retry_budget::{Policy, PolicyError, Ratio};
-use tower_retry_budget::hold_off::RedisStore;
+use tower_retry_budget::RedisStore;
 use tower_retry_budget::{ClientBudget, ResetSignal};
 
 use crate::duration_arg;

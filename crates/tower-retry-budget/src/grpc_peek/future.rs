@@ -1,4 +1,4 @@
-//! [`ResponseFuture`]: the head, then (for a gRPC answer whose status is
+//! [`GrpcTrailersFuture`]: the head, then (for a gRPC answer whose status is
 //! still to come) its first body frame.
 
 use std::future::Future;
@@ -15,7 +15,7 @@ use super::PeekBody;
 
 pin_project! {
     /// The response future of [`GrpcTrailers`](super::GrpcTrailers).
-    pub struct ResponseFuture<F, B> {
+    pub struct GrpcTrailersFuture<F, B> {
         #[pin]
         kind: Kind<F, B>,
     }
@@ -43,7 +43,7 @@ pin_project! {
     }
 }
 
-impl<F, B> ResponseFuture<F, B> {
+impl<F, B> GrpcTrailersFuture<F, B> {
     pub(super) const fn passthrough(future: F) -> Self {
         Self {
             kind: Kind::Passthrough { future },
@@ -57,7 +57,7 @@ impl<F, B> ResponseFuture<F, B> {
     }
 }
 
-impl<F, B, E> Future for ResponseFuture<F, B>
+impl<F, B, E> Future for GrpcTrailersFuture<F, B>
 where
     F: Future<Output = Result<Response<B>, E>>,
     B: Body + Unpin,
@@ -100,12 +100,12 @@ where
             } => {
                 let body = response
                     .as_mut()
-                    .expect("ResponseFuture polled after completion")
+                    .expect("GrpcTrailersFuture polled after completion")
                     .body_mut();
                 let first = ready!(Pin::new(body).poll_frame(cx));
                 let response = response
                     .take()
-                    .expect("ResponseFuture polled after completion");
+                    .expect("GrpcTrailersFuture polled after completion");
                 let listeners = std::mem::take(listeners);
                 Poll::Ready(Ok(with_first_frame(response, first, listeners)))
             }

@@ -7,12 +7,12 @@ use http_body::Body;
 use tower::Service;
 
 use super::body::Listeners;
-use super::{PeekBody, ResponseFuture};
+use super::{GrpcTrailersFuture, PeekBody};
 use crate::request;
 
 /// Peeks the first body frame of a gRPC answer whose head has no
-/// `grpc-status`, for calls the retry layer budgets. See the
-/// [module docs](super).
+/// `grpc-status`, for calls the retry layer budgets. See
+/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer).
 #[derive(Debug, Clone)]
 pub struct GrpcTrailers<S> {
     inner: S,
@@ -47,7 +47,7 @@ where
 {
     type Response = Response<PeekBody<ResB>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future, ResB>;
+    type Future = GrpcTrailersFuture<S::Future, ResB>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -58,9 +58,9 @@ where
         // The retry layer budgets exactly these; any other call is neither
         // retried nor reported, so there is nothing to peek for.
         if !request::may_retry(&request) {
-            return ResponseFuture::passthrough(self.inner.call(request));
+            return GrpcTrailersFuture::passthrough(self.inner.call(request));
         }
         let listeners = Listeners::of(request.extensions());
-        ResponseFuture::peeking(self.inner.call(request), listeners)
+        GrpcTrailersFuture::peeking(self.inner.call(request), listeners)
     }
 }

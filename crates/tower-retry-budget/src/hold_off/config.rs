@@ -110,7 +110,7 @@ impl HoldOffBuilder {
     }
 
     /// Shares the holds with every process using the same Redis store and
-    /// namespace (the `redis` feature; see [`hold_off::redis`](super::redis)).
+    /// namespace (the `redis` feature's `RedisStore`).
     /// The local map stays the only thing a request reads.
     #[cfg(feature = "redis")]
     pub fn redis(mut self, store: super::redis::RedisStore) -> Self {

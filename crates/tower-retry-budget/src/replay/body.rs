@@ -27,8 +27,8 @@ struct Shared<B> {
     limit: usize,
 }
 
-/// A request body that can be cloned for a retry. See the
-/// [module docs](crate::replay).
+/// A request body that can be cloned for a retry. See
+/// [`ReplayBodyLayer`](crate::ReplayBodyLayer).
 pub struct ReplayBody<B> {
     shared: Arc<Mutex<Shared<B>>>,
     /// This copy's position: the next buffered chunk to send.
