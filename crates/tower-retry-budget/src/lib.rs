@@ -1,6 +1,22 @@
 //! A tower layer that retries `429 Too Many Requests`, and nothing else,
 //! inside a hard budget.
 //!
+//! One `use` line and one [`ServiceBuilder`](tower::ServiceBuilder) line
+//! ([`ServiceBuilderExt::retry_budget`]); [`RetryBudgetLayer`] configures
+//! the rest (an observer, a client budget, a shared hold-off, the report):
+//!
+//! ```
+//! use tower::ServiceBuilder;
+//! use tower_retry_budget::{Policy, Report, ServiceBuilderExt};
+//!
+//! # let client = tower::service_fn(|_: http::Request<String>| async {
+//! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+//! # });
+//! let client = ServiceBuilder::new().retry_budget(Policy::default()).service(client);
+//! // Each response carries its `Report` in its extensions.
+//! # let _ = (client, std::marker::PhantomData::<Report>);
+//! ```
+//!
 //! # Why
 //!
 //! A hand-written `tower::retry::Policy` usually answers "retry on 429" with
@@ -145,8 +161,8 @@
 //! * **A status in trailers.** An answer that sends its initial metadata
 //!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`], below
 //!   the retry layer, reads the first frame of such an answer so that
-//!   trailers with no message are read like a Trailers-Only head (see
-//!   [`GrpcTrailersLayer`]). `success` means the service *began an answer* with no
+//!   trailers with no message are read like a Trailers-Only head.
+//!   `success` means the service *began an answer* with no
 //!   error status; a stream whose final `grpc-status` is not OK has its
 //!   [`ReportSlot`] report corrected to `not_retryable` when that status
 //!   arrives.
