@@ -314,6 +314,15 @@ impl<S, B> Ctx<S, B> {
     /// again in full. Answers the core's decision, and the answer to build
     /// the report from if no `Action` was needed.
     fn response<ResB>(&mut self, response: &Response<ResB>) -> (Decision, Option<FirstAnswer>) {
+        if self.action.is_none() && self.config.signal.is_none() && self.report_unasked() {
+            // The default signal reads the status as it is: if the core says
+            // it ends this first attempt, nobody asked for the report and
+            // nothing else in the head can matter, nothing else is read.
+            let status = response.status().as_u16();
+            if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
+                return (Decision::Stop(outcome), None);
+            }
+        }
         let (status, retry_after, forbidden, translated, resets) = self
             .config
             .read(response.status(), response.headers())
