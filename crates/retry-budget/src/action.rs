@@ -926,6 +926,7 @@ impl Action {
     /// The start condition for an attempt after `started` ones, at `now`:
     /// attempts left, then the full reservation fits. Its deadline if so.
     /// (Shared with [`Policy::first_attempt`].)
+    #[inline]
     pub(crate) fn may_start_at(
         policy: &Policy,
         started: u32,
@@ -969,6 +970,7 @@ impl Action {
 
 /// Where an attempt starting at `start` under `policy` would end its
 /// reservation, if that is inside the budget.
+#[inline]
 fn reservation_end(policy: &Policy, start: Duration) -> Option<Duration> {
     start
         .checked_add(policy.attempt_cap())

@@ -36,6 +36,7 @@ impl Policy {
     /// zero: [`Decision::AwaitResponse`] with the attempt cap as deadline, or
     /// [`Decision::Stop`] if the cap does not fit the budget (a budget
     /// shrunk by [`Policy::within`]).
+    #[inline]
     pub fn first_attempt(&self) -> Decision {
         match Action::may_start_at(self, 0, Duration::ZERO) {
             Ok(deadline) => Decision::AwaitResponse {
@@ -49,6 +50,7 @@ impl Policy {
     /// Whether another attempt may follow the first (see
     /// [`Action::retry_may_follow`]): if not, the request need not be
     /// copied.
+    #[inline]
     pub const fn retry_may_follow_first(&self) -> bool {
         1 < self.max_attempts()
     }
@@ -57,6 +59,7 @@ impl Policy {
     /// whatever its time, its headers and the request: `Some` when the
     /// status is not one the policy retries and not a `429` (whose delay
     /// the client shares). `None`: the action must see the response.
+    #[inline]
     pub const fn ends_first_attempt(&self, status: u16) -> Option<Outcome> {
         if self.retries(status) || status == 429 {
             None

@@ -242,6 +242,7 @@ impl Policy {
     }
 
     /// Whether a response with this status is one the policy retries.
+    #[inline]
     pub const fn retries(&self, status: u16) -> bool {
         self.retry_statuses.contains(status)
     }

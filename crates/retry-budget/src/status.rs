@@ -30,6 +30,7 @@ impl StatusSet {
     }
 
     /// Whether `status` is in the set.
+    #[inline]
     pub const fn contains(&self, status: u16) -> bool {
         if status < FIRST || status > LAST {
             return false;

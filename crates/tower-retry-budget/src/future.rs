@@ -147,10 +147,7 @@ type Ending<R, E> = Result<R, ErrorKind<E>>;
 impl<S, B> Ctx<S, B> {
     #[inline(always)]
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
-        let listening =
-            crate::trace::listening() || extras.as_ref().is_some_and(|e| e.watch.is_some());
-        let shared =
-            config.budget.is_some() || extras.as_ref().is_some_and(|e| e.hold_off.is_some());
+        let (listening, shared) = Self::hearing(&config, extras.as_deref());
         Self {
             action: None,
             started_lazily: false,
@@ -162,6 +159,15 @@ impl<S, B> Ctx<S, B> {
             listening,
             shared,
         }
+    }
+
+    /// Whether anyone hears an action's trail as it grows (a `tracing`
+    /// subscriber, the layer's observer), and whether the client shares
+    /// state with it (a client budget, a hold-off map).
+    fn hearing(config: &Config, extras: Option<&Extras>) -> (bool, bool) {
+        let listening = crate::trace::listening() || extras.is_some_and(|e| e.watch.is_some());
+        let shared = config.budget.is_some() || extras.is_some_and(|e| e.hold_off.is_some());
+        (listening, shared)
     }
 
     /// The action, created now if it was not yet: a first attempt started
@@ -252,6 +258,7 @@ impl<S, B> Ctx<S, B> {
     /// `answer`: the first response, when it ended an action that never
     /// needed an `Action` ([`Ctx::response`]); the core builds the report
     /// from it.
+    #[inline(always)]
     fn finish<ResB, E>(
         &mut self,
         ending: Result<Response<ResB>, ErrorKind<E>>,
@@ -551,9 +558,61 @@ where
             .as_ref()
             .and_then(|(map, _)| map.store_health())
             .is_some_and(|health| !health.available);
-        let extras = Extras::of(&mut request, config, hold_off);
-        // Built where it stays (fields written in place, one return path):
-        // every move of this state would be a copy of a kilobyte.
+        let mut extras = Extras::of(&mut request, config, hold_off);
+        let (listening, shared) = Ctx::<S, B>::hearing(config, extras.as_deref());
+        // Nobody hears the trail, nothing is shared, nothing below reads the
+        // reservation, no seeded jitter (whose seeds follow the actions): the
+        // first attempt starts on the policy's word, and the `Action` is
+        // created only if something needs it.
+        let deferred = !listening
+            && !shared
+            && !config.attempt_deadlines
+            && config.seeds.is_none()
+            && !store_down;
+        if deferred
+            && matches!(
+                config.policy.first_attempt(),
+                Decision::AwaitResponse { .. }
+            )
+        {
+            // Built at once in its final state: every move or rewrite of
+            // this state costs more than the rest of the path.
+            let mut template = None;
+            // A copy only if a retry can ever follow.
+            if config.policy.retry_may_follow_first() {
+                request::copy_into(&request, &mut template);
+            }
+            let cancelled = extras
+                .as_mut()
+                .and_then(|e| e.cancel.take())
+                .map(|token| Box::pin(token.cancelled_owned()));
+            // The clone serves the retries; the service made ready sends
+            // the first attempt.
+            let service = inner.clone();
+            return Self {
+                kind: Kind::Budgeted {
+                    attempts: Attempts {
+                        state: State::InFlight {
+                            future: inner.call(request),
+                            armed: false,
+                        },
+                        timer: None,
+                        cancelled,
+                        ctx: Ctx {
+                            action: None,
+                            started_lazily: true,
+                            clock: Clock::unread(),
+                            service,
+                            template,
+                            config: config.clone(),
+                            extras,
+                            listening,
+                            shared,
+                        },
+                    },
+                },
+            };
+        }
         let mut this = Self {
             kind: Kind::Budgeted {
                 attempts: Attempts {
@@ -618,34 +677,12 @@ where
                 Decision::StartNow | Decision::AwaitResponse { .. } => {}
             }
         }
-        // Nobody hears the trail, nothing is shared, nothing below reads the
-        // reservation: the first attempt starts on the policy's word, and
-        // the `Action` is created only if something needs it.
-        // (Seeded jitter draws each action's seed when its `Action` is
-        // created: such a layer starts them all with one, so that the
-        // seeds follow the actions whoever listens.)
-        let lazy = !ctx.listening
-            && !ctx.shared
-            && !config.attempt_deadlines
-            && config.seeds.is_none()
-            && !store_down;
-        let first = config.policy.first_attempt();
-        let retry_may_follow = match first {
-            Decision::AwaitResponse { .. } if lazy => {
-                ctx.started_lazily = true;
-                config.policy.retry_may_follow_first()
-            }
-            _ => {
-                let Decision::AwaitResponse { .. } =
-                    ctx.step(|action, now| action.attempt_started(now))
-                else {
-                    // The core refused even the first attempt: obey, send
-                    // nothing.
-                    return Err(ctx.finish_error(ErrorKind::NotSent));
-                };
-                ctx.action().retry_may_follow()
-            }
+        let Decision::AwaitResponse { .. } = ctx.step(|action, now| action.attempt_started(now))
+        else {
+            // The core refused even the first attempt: obey, send nothing.
+            return Err(ctx.finish_error(ErrorKind::NotSent));
         };
+        let retry_may_follow = ctx.action().retry_may_follow();
         // A copy only if a retry can ever follow.
         if retry_may_follow {
             request::copy_into(&request, &mut ctx.template);
@@ -710,7 +747,9 @@ where
             if let Some((ending, answer)) = ending {
                 let mut this = self.as_mut().project();
                 this.state.set(State::Done);
-                *this.cancelled = None;
+                if this.cancelled.is_some() {
+                    *this.cancelled = None;
+                }
                 return Poll::Ready(this.ctx.finish(ending, answer));
             }
         }
@@ -736,6 +775,7 @@ where
     }
 
     /// An attempt in flight: its answer, its failure, or its deadline.
+    #[inline(always)]
     fn poll_in_flight(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
         let mut this = self.project();
         let StateProj::InFlight { future, armed } = this.state.as_mut().project() else {
