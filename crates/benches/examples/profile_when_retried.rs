@@ -1,14 +1,16 @@
-//! A loop of happy-path GETs through `RetryBudget` with
-//! `ReportMode::WhenRetried`, for a profiler (`valgrind --tool=callgrind`).
-use std::convert::Infallible;
-use std::future::{ready, Future};
-use std::pin::pin;
-use std::task::{Context, Waker};
-
-use http::{Request, Response};
-use retry_budget::Policy;
-use tower::{service_fn, Layer, Service};
-use tower_retry_budget::{ReportMode, RetryBudgetLayer};
+//! Happy-path GETs through `RetryBudget` with `ReportMode::WhenRetried`,
+//! driven as the instruction-count bench drives them, for a line-level
+//! profile:
+//!
+//! ```text
+//! CARGO_PROFILE_RELEASE_DEBUG=line-tables-only cargo build --release \
+//!     -p retry-budget-benches --example profile_when_retried
+//! valgrind --tool=callgrind --dump-instr=yes \
+//!     target/release/examples/profile_when_retried [instant|pending] [N]
+//! callgrind_annotate --auto=yes callgrind.out.*
+//! ```
+use http::Method;
+use retry_budget_benches::{drive, ok_after_pending, ok_at_once, request};
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -16,23 +18,18 @@ fn main() {
         .build()
         .unwrap();
     let _context = runtime.enter();
-    let mut service = RetryBudgetLayer::new(Policy::default())
-        .report_mode(ReportMode::WhenRetried)
-        .layer(service_fn(|_req: Request<()>| {
-            ready(Ok::<_, Infallible>(Response::new(())))
-        }));
-    let mut cx = Context::from_waker(Waker::noop());
-    let n: usize = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(100_000);
-    for _ in 0..n {
-        let req = Request::get("http://upstream.test/palettes")
-            .header("accept", "application/json")
-            .body(())
-            .unwrap();
-        let _ = service.poll_ready(&mut cx);
-        let fut = pin!(service.call(req));
-        let _ = std::hint::black_box(fut.poll(&mut cx));
+    let mut args = std::env::args().skip(1);
+    let pending = args.next().as_deref() == Some("pending");
+    let n: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    if pending {
+        let mut service = retry_budget_benches::retry_budget_when_retried(ok_after_pending);
+        for _ in 0..n {
+            std::hint::black_box(drive(&mut service, request(Method::GET), 2));
+        }
+    } else {
+        let mut service = retry_budget_benches::retry_budget_when_retried(ok_at_once);
+        for _ in 0..n {
+            std::hint::black_box(drive(&mut service, request(Method::GET), 1));
+        }
     }
 }

@@ -265,27 +265,36 @@ impl<S, B> Ctx<S, B> {
         answer: Option<FirstAnswer>,
     ) -> Result<Response<ResB>, Error<E>> {
         match ending {
-            Ok(mut response) => {
-                // Asked for by nobody: no report is built at all.
-                let attempts = self
-                    .action
-                    .as_ref()
-                    .map_or(u32::from(self.started_lazily), |a| a.attempts_started());
-                if attempts <= 1 && self.report_unasked() {
-                    return Ok(response);
-                }
-                let report = self.conclude(answer);
-                // A layer below watches the body for a late status and
-                // has no slot of the caller's to correct: it gets a copy.
-                if let (Some(late), Some(report)) =
-                    (response.extensions_mut().remove::<LateReport>(), &report)
-                {
-                    late.0.fill(report.clone());
-                }
-                Ok(with_report(response, report))
-            }
+            Ok(response) => Ok(self.finish_response(response, answer)),
             Err(kind) => Err(self.finish_error(kind)),
         }
+    }
+
+    /// [`finish`](Self::finish) with a response: the report, if asked for,
+    /// goes in its extensions.
+    #[inline(always)]
+    fn finish_response<ResB>(
+        &mut self,
+        mut response: Response<ResB>,
+        answer: Option<FirstAnswer>,
+    ) -> Response<ResB> {
+        // Asked for by nobody: no report is built at all.
+        let attempts = self
+            .action
+            .as_ref()
+            .map_or(u32::from(self.started_lazily), |a| a.attempts_started());
+        if attempts <= 1 && self.report_unasked() {
+            return response;
+        }
+        let report = self.conclude(answer);
+        // A layer below watches the body for a late status and has no slot
+        // of the caller's to correct: it gets a copy.
+        if let (Some(late), Some(report)) =
+            (response.extensions_mut().remove::<LateReport>(), &report)
+        {
+            late.0.fill(report.clone());
+        }
+        with_report(response, report)
     }
 
     /// [`finish`](Self::finish) with an error.
@@ -548,17 +557,25 @@ where
         S: Clone,
         B: Clone,
     {
-        let hold_off = config
-            .hold_off
-            .as_ref()
-            .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
-        // A shared store (Redis) that is down: the core records that this
-        // action's hold-offs come from the local map alone.
-        let store_down = hold_off
-            .as_ref()
-            .and_then(|(map, _)| map.store_health())
-            .is_some_and(|health| !health.available);
-        let mut extras = Extras::of(&mut request, config, hold_off);
+        let (mut extras, store_down) = if config.hold_off.is_none()
+            && config.observer.is_none()
+            && request.extensions().is_empty()
+        {
+            // The common case, looked at here: nothing to look for.
+            (None, false)
+        } else {
+            let hold_off = config
+                .hold_off
+                .as_ref()
+                .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
+            // A shared store (Redis) that is down: the core records that
+            // this action's hold-offs come from the local map alone.
+            let store_down = hold_off
+                .as_ref()
+                .and_then(|(map, _)| map.store_health())
+                .is_some_and(|health| !health.available);
+            (Extras::of(&mut request, config, hold_off), store_down)
+        };
         let (listening, shared) = Ctx::<S, B>::hearing(config, extras.as_deref());
         // Nobody hears the trail, nothing is shared, nothing below reads the
         // reservation, no seeded jitter (whose seeds follow the actions): the
@@ -738,22 +755,27 @@ where
                     return Poll::Ready(self.cancelled());
                 }
             }
-            let ending = match self.as_mut().project().state.project() {
-                StateProj::InFlight { .. } => ready!(self.as_mut().poll_in_flight(cx)),
+            let flow = match self.as_mut().project().state.project() {
+                StateProj::InFlight { .. } => match ready!(self.as_mut().poll_in_flight(cx)) {
+                    Step::Done(output) => return Poll::Ready(output),
+                    Step::Turn(turn) => turn,
+                },
                 StateProj::Waiting { .. } => ready!(self.as_mut().poll_waiting(cx)),
                 StateProj::Readying { .. } => ready!(self.as_mut().poll_readying(cx)),
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             };
-            if let Some((ending, answer)) = ending {
-                let mut this = self.as_mut().project();
-                this.state.set(State::Done);
-                if this.cancelled.is_some() {
-                    *this.cancelled = None;
-                }
-                return Poll::Ready(this.ctx.finish(ending, answer));
+            if let Some((ending, answer)) = flow {
+                return Poll::Ready(self.end(ending, answer));
             }
         }
     }
+}
+
+/// An in-flight poll's result: the action's output, given straight to the
+/// caller, or a [`Turn`].
+enum Step<O, T> {
+    Done(O),
+    Turn(T),
 }
 
 /// What a state's poll leads to: `None`, another state (loop again); or the
@@ -765,7 +787,40 @@ where
     S: Service<Request<B>, Response = Response<ResB>>,
     B: Clone,
 {
+    /// The action ended: the state is done, the caller's token no longer
+    /// watched, and [`Ctx::finish`] gives the output.
+    #[inline(always)]
+    fn end(
+        self: Pin<&mut Self>,
+        ending: Ending<Response<ResB>, S::Error>,
+        answer: Option<FirstAnswer>,
+    ) -> Output<ResB, S::Error> {
+        let mut this = self.project();
+        this.state.set(State::Done);
+        if this.cancelled.is_some() {
+            *this.cancelled = None;
+        }
+        this.ctx.finish(ending, answer)
+    }
+
+    /// [`end`](Self::end) with a response (the common ending: one move of
+    /// it fewer).
+    #[inline(always)]
+    fn end_response(
+        self: Pin<&mut Self>,
+        response: Response<ResB>,
+        answer: Option<FirstAnswer>,
+    ) -> Output<ResB, S::Error> {
+        let mut this = self.project();
+        this.state.set(State::Done);
+        if this.cancelled.is_some() {
+            *this.cancelled = None;
+        }
+        Ok(this.ctx.finish_response(response, answer))
+    }
+
     /// The caller's token fired: the core records the caller leaving.
+    #[inline(never)]
     fn cancelled(self: Pin<&mut Self>) -> Output<ResB, S::Error> {
         let mut this = self.project();
         this.state.set(State::Done);
@@ -776,8 +831,11 @@ where
 
     /// An attempt in flight: its answer, its failure, or its deadline.
     #[inline(always)]
-    fn poll_in_flight(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
-        let mut this = self.project();
+    fn poll_in_flight(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Step<Output<ResB, S::Error>, Turn<ResB, S::Error>>> {
+        let mut this = self.as_mut().project();
         let StateProj::InFlight { future, armed } = this.state.as_mut().project() else {
             unreachable!("called in the InFlight state")
         };
@@ -789,13 +847,14 @@ where
                     this.state.set(State::Waiting {
                         response: Some(crate::held::compact(response)),
                     });
-                    return Poll::Ready(None);
+                    return Poll::Ready(Step::Turn(None));
                 }
-                Poll::Ready(Some((Ok(response), answer)))
+                // The common ending, given straight to the caller.
+                Poll::Ready(Step::Done(self.end_response(response, answer)))
             }
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.transport_failed(now));
-                Poll::Ready(Some((Err(ErrorKind::Inner(error)), None)))
+                Poll::Ready(Step::Turn(Some((Err(ErrorKind::Inner(error)), None))))
             }
             Poll::Pending => {
                 if !*armed {
@@ -809,13 +868,14 @@ where
                 // Past the deadline: the attempt is abandoned (dropped with
                 // this state).
                 this.ctx.step(|action, now| action.attempt_timed_out(now));
-                Poll::Ready(Some((Err(ErrorKind::AttemptTimeout), None)))
+                Poll::Ready(Step::Turn(Some((Err(ErrorKind::AttemptTimeout), None))))
             }
         }
     }
 
     /// Between attempts (or before a first attempt held off): the timer is
     /// the earliest next start.
+    #[inline(never)]
     fn poll_waiting(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
         let mut this = self.project();
         if !fired(this.timer.as_mut(), cx) {
@@ -845,6 +905,7 @@ where
 
     /// The next attempt may start once the inner service is ready, no later
     /// than the latest start (the timer).
+    #[inline(never)]
     fn poll_readying(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
         let mut this = self.project();
         let StateProj::Readying { response } = this.state.as_mut().project() else {
