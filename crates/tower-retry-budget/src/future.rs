@@ -778,6 +778,9 @@ enum Step<O, T> {
     Turn(T),
 }
 
+/// What an in-flight poll leads to.
+type InFlightStep<ResB, E> = Step<Output<ResB, E>, Turn<ResB, E>>;
+
 /// What a state's poll leads to: `None`, another state (loop again); or the
 /// ending (with the first answer that ended it with no `Action`, if so).
 type Turn<ResB, E> = Option<(Ending<Response<ResB>, E>, Option<FirstAnswer>)>;
@@ -834,7 +837,7 @@ where
     fn poll_in_flight(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Step<Output<ResB, S::Error>, Turn<ResB, S::Error>>> {
+    ) -> Poll<InFlightStep<ResB, S::Error>> {
         let mut this = self.as_mut().project();
         let StateProj::InFlight { future, armed } = this.state.as_mut().project() else {
             unreachable!("called in the InFlight state")
