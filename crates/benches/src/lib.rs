@@ -44,16 +44,11 @@ pub fn request(method: Method) -> Request<()> {
         .expect("a valid request")
 }
 
-/// One request copy, as a retrying layer makes it (method, URI, version,
-/// headers, extensions).
+/// One request copy, as a retrying layer makes it: `http`'s own `Clone`
+/// (method, URI, version, headers, extensions, body), the copy
+/// `RetryBudget` makes too.
 pub fn copy(req: &Request<()>) -> Request<()> {
-    let mut copy = Request::new(());
-    *copy.method_mut() = req.method().clone();
-    *copy.uri_mut() = req.uri().clone();
-    *copy.version_mut() = req.version();
-    *copy.headers_mut() = req.headers().clone();
-    *copy.extensions_mut() = req.extensions().clone();
-    copy
+    req.clone()
 }
 
 /// The inner service's future when it answers at once.
