@@ -73,9 +73,9 @@ pub enum ReportMode {
     /// request) or an [`Observer`] watches. A response to a first attempt
     /// that ended the action carries none: no report is built and no clock
     /// is read. That saves the report's allocations (its box and the
-    /// response's extension map, about 1,650 instructions of the 5,500 a GET
-    /// answered at once costs with it; `BENCHMARKS.md`). Errors always carry
-    /// their report.
+    /// response's extension map: about 1,690 instructions of the 5,030 a
+    /// GET answered at once costs with it; `BENCHMARKS.md`). Errors always
+    /// carry their report.
     WhenRetried,
 }
 
