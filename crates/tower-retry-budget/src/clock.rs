@@ -88,6 +88,11 @@ impl Clock {
         self.now()
     }
 
+    /// The origin, if the clock was read at all.
+    pub(crate) const fn origin_if_read(&self) -> Option<Instant> {
+        self.origin
+    }
+
     fn origin(&mut self) -> Instant {
         match self.origin {
             Some(origin) => origin,
@@ -141,6 +146,11 @@ pub fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
 
 /// An instant about 30 years from now (as tokio's own far future), or the
 /// furthest step below that the clock can represent.
+/// Elapsed time since `origin`, now (zero for an origin in the future).
+pub(crate) fn elapsed_since(origin: Instant) -> Duration {
+    Instant::now().saturating_duration_since(origin)
+}
+
 pub(crate) fn far_future() -> Instant {
     let now = Instant::now();
     let mut step = FAR;

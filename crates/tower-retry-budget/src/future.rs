@@ -292,7 +292,7 @@ impl<S, B> Ctx<S, B> {
         if let (Some(late), Some(report)) =
             (response.extensions_mut().remove::<LateReport>(), &report)
         {
-            late.0.fill(report.clone());
+            late.0.fill(report.clone(), self.clock.origin_if_read());
         }
         with_report(response, report)
     }
@@ -316,7 +316,7 @@ impl<S, B> Ctx<S, B> {
         );
         if let (Some(report), Some(extras)) = (&report, &self.extras) {
             if let Some(slot) = &extras.slot {
-                slot.fill(report.clone());
+                slot.fill(report.clone(), self.clock.origin_if_read());
             }
             if let Some(watch) = &extras.watch {
                 watch.report(report);

@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use retry_budget::Report;
+use tokio::time::Instant;
 
 /// A place for the [`Report`] of one request, shared between the caller and
 /// the layer.
@@ -44,7 +45,16 @@ use retry_budget::Report;
 /// # }
 /// ```
 #[derive(Clone, Default)]
-pub struct ReportSlot(Arc<Mutex<Option<Report>>>);
+pub struct ReportSlot(Arc<Mutex<Filled>>);
+
+/// The report, and the instant its elapsed times count from (the action's
+/// origin on tokio's clock), so that a layer that corrects the report later
+/// dates its event on the same clock.
+#[derive(Default)]
+struct Filled {
+    report: Option<Report>,
+    origin: Option<Instant>,
+}
 
 impl ReportSlot {
     /// An empty slot.
@@ -54,19 +64,28 @@ impl ReportSlot {
 
     /// Takes the report out, if the action has stopped.
     pub fn take(&self) -> Option<Report> {
-        self.lock().take()
+        self.lock().report.take()
     }
 
     /// A copy of the report, if the action has stopped.
     pub fn get(&self) -> Option<Report> {
-        self.lock().clone()
+        self.lock().report.clone()
     }
 
-    pub(crate) fn fill(&self, report: Report) {
-        *self.lock() = Some(report);
+    pub(crate) fn fill(&self, report: Report, origin: Option<Instant>) {
+        *self.lock() = Filled {
+            report: Some(report),
+            origin,
+        };
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Report>> {
+    /// The instant the report's elapsed times count from, if the action
+    /// read the clock at all.
+    pub(crate) fn origin(&self) -> Option<Instant> {
+        self.lock().origin
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Filled> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -74,7 +93,7 @@ impl ReportSlot {
 impl fmt::Debug for ReportSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReportSlot")
-            .field("outcome", &self.lock().as_ref().map(|r| r.outcome))
+            .field("outcome", &self.lock().report.as_ref().map(|r| r.outcome))
             .finish()
     }
 }

@@ -10,7 +10,6 @@ use bytes::Buf;
 use http::{Extensions, HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
-use tokio::time::Instant;
 
 use crate::observer::{self, Observed};
 use crate::report_slot::{LateReport, ReportSlot};
@@ -60,7 +59,6 @@ impl Listeners {
         Some(Watch {
             slot,
             observer: self.observer.map(|Observed(watch)| watch),
-            returned_at: Instant::now(),
         })
     }
 }
@@ -71,9 +69,6 @@ impl Listeners {
 struct Watch {
     slot: ReportSlot,
     observer: Option<observer::Watch>,
-    /// When the response was handed up (the action's stop, give or take
-    /// nothing: the retry layer returns it at once).
-    returned_at: Instant,
 }
 
 impl Watch {
@@ -86,7 +81,11 @@ impl Watch {
         let Some(mut report) = self.slot.get() else {
             return;
         };
-        let at = report.elapsed.saturating_add(self.returned_at.elapsed());
+        // On the action's own clock: elapsed since the origin the retry
+        // layer gave with the report (without one, the action never read
+        // the clock, and its stop is the latest time known).
+        let origin = self.slot.origin();
+        let at = origin.map_or(report.elapsed, crate::clock::elapsed_since);
         let from = format!(
             "{}, in trailers after data",
             signal.translation().unwrap_or("grpc-status")
@@ -98,7 +97,7 @@ impl Watch {
             if let Some(observer) = &self.observer {
                 observer.report(&report);
             }
-            self.slot.fill(report);
+            self.slot.fill(report, origin);
         }
     }
 }
