@@ -1007,8 +1007,10 @@ impl ClientEffects {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Told {
     deposited: bool,
-    withdrawn_after: u32,
-    held_after: u32,
+    // Attempt numbers (at most `MAX_ATTEMPTS_LIMIT`): two bytes each keep
+    // the action under a 16-byte step of the allocator.
+    withdrawn_after: u16,
+    held_after: u16,
 }
 
 /// Decisions a caller running the action needs besides the next step:
@@ -1099,7 +1101,7 @@ impl Action {
     /// assert!(action.client_effects().is_empty());
     /// ```
     pub fn client_effects(&mut self) -> ClientEffects {
-        let started = self.attempts_started;
+        let started = u16::try_from(self.attempts_started).unwrap_or(u16::MAX);
         let deposit = started > 0 && !self.told.deposited;
         let withdraw = matches!(self.phase, Phase::Waiting { .. })
             && started > 0
