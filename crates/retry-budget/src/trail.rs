@@ -475,12 +475,16 @@ mod tests {
                 raw: "soon, later".into()
             }
         );
-        for value in ["3", "1.5", "tomorrow", "Mon, 01 Jan 2024 12:00:06 GMT"] {
-            let parsed = RetryAfter::parse(value);
-            assert_eq!(
-                parsed.to_string(),
-                RetryAfterSeen::from(&parsed).to_string()
-            );
+        for (value, shown) in [
+            ("3", "3 s (valid)"),
+            ("1.5", "1.5 (invalid)"),
+            ("tomorrow", "tomorrow (invalid)"),
+            (
+                "Mon, 01 Jan 2024 12:00:06 GMT",
+                "Mon, 01 Jan 2024 12:00:06 GMT (valid date)",
+            ),
+        ] {
+            assert_eq!(RetryAfter::parse(value).to_string(), shown);
         }
         assert_eq!(seen("tomorrow").to_string(), "tomorrow (invalid)");
         let unmeasured = RetryAfterSeen::Unmeasured {

@@ -55,11 +55,6 @@ impl Trail {
     pub(crate) fn push(&mut self, event: Event) {
         self.0.push(event);
     }
-
-    /// The events, mutably (a caller may correct a report it holds).
-    pub fn as_mut_slice(&mut self) -> &mut [Event] {
-        &mut self.0
-    }
 }
 
 impl Deref for Trail {

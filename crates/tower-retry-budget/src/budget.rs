@@ -101,7 +101,7 @@ impl ClientBudget {
     }
 
     fn elapsed(&self) -> Duration {
-        Instant::now().saturating_duration_since(self.origin)
+        crate::clock::elapsed_since(self.origin)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RatioBudget> {

@@ -330,12 +330,19 @@ impl<S, B> Ctx<S, B> {
     /// again in full. Answers the core's decision, and the answer to build
     /// the report from if no `Action` was needed.
     fn response<ResB>(&mut self, response: &Response<ResB>) -> (Decision, Option<FirstAnswer>) {
-        if self.action.is_none() && self.config.signal.is_none() && self.report_unasked() {
-            // The default signal reads the status as it is: if the core says
-            // it ends this first attempt, nobody asked for the report and
-            // nothing else in the head can matter, nothing else is read.
-            let status = response.status().as_u16();
-            if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
+        // A first attempt started on the policy's word, answered with a
+        // status the core says ends the action whatever else it carries: no
+        // `Action` is ever created. If nobody asked for the report, nothing
+        // else is read (under a signal that takes the status as it is, not
+        // even the rest of the head; not the clock); if someone did, the
+        // core builds it from this answer.
+        let unasked = self.action.is_none() && self.report_unasked();
+        if unasked {
+            if let Some(outcome) = self
+                .config
+                .status_as_is(response.status())
+                .and_then(|status| self.config.policy.ends_first_attempt(status))
+            {
                 return (Decision::Stop(outcome), None);
             }
         }
@@ -343,17 +350,14 @@ impl<S, B> Ctx<S, B> {
             .config
             .read(response.status(), response.headers())
             .into_parts();
-        if self.action.is_none() && self.config.policy.ends_first_attempt(status).is_some() {
-            // A first attempt started on the policy's word, answered with a
-            // status the core says ends the action whatever else it
-            // carries: no `Action` is ever created. If nobody asked for the
-            // report, nothing is read at all (not even the clock); if
-            // someone did, the core builds it from this answer when asked.
-            if self.report_unasked() {
-                if let Some(outcome) = self.config.policy.ends_first_attempt(status) {
-                    return (Decision::Stop(outcome), None);
-                }
-            } else if translated.is_none() {
+        if let (true, Some(outcome)) = (
+            self.action.is_none(),
+            self.config.policy.ends_first_attempt(status),
+        ) {
+            if unasked {
+                return (Decision::Stop(outcome), None);
+            }
+            if translated.is_none() {
                 let calendar = if retry_after.needs_calendar() {
                     self.config.calendar_reading(response.headers())
                 } else {
@@ -594,11 +598,11 @@ where
         {
             // Built at once in its final state: every move or rewrite of
             // this state costs more than the rest of the path.
-            let mut template = None;
             // A copy only if a retry can ever follow.
-            if config.policy.retry_may_follow_first() {
-                request::copy_into(&request, &mut template);
-            }
+            let template = config
+                .policy
+                .retry_may_follow_first()
+                .then(|| request::copy(&request));
             let cancelled = extras
                 .as_mut()
                 .and_then(|e| e.cancel.take())
@@ -702,7 +706,7 @@ where
         let retry_may_follow = ctx.action().retry_may_follow();
         // A copy only if a retry can ever follow.
         if retry_may_follow {
-            request::copy_into(&request, &mut ctx.template);
+            ctx.template = Some(request::copy(&request));
         }
         // Send on the service made ready; the clone in `ctx` serves the
         // retries.

@@ -124,6 +124,14 @@ impl Config {
         }
     }
 
+    /// The status the signal will report for a response with `status`,
+    /// when it is that status whatever the headers say: the default
+    /// [`HttpSignal`] takes it as it is; a custom signal may translate it.
+    #[inline]
+    pub(crate) fn status_as_is(&self, status: StatusCode) -> Option<u16> {
+        self.signal.is_none().then(|| status.as_u16())
+    }
+
     /// The calendar reading at receipt of a response with these headers.
     pub(crate) fn calendar_reading(&self, headers: &HeaderMap) -> Option<SystemTime> {
         match &self.calendar {

@@ -167,7 +167,7 @@ where
     }
 
     fn clone_request(&mut self, request: &Request<B>) -> Option<Request<B>> {
-        if !request::may_retry(request) || self.policy.max_attempts() < 2 {
+        if !request::may_retry(request) || !self.policy.retry_may_follow_first() {
             return None;
         }
         match &mut self.run {

@@ -40,12 +40,6 @@ pub(crate) fn copy<B: Clone>(request: &Request<B>) -> Request<B> {
     request.clone()
 }
 
-/// [`copy`] written into `slot` (the state that keeps it).
-#[inline]
-pub(crate) fn copy_into<B: Clone>(request: &Request<B>, slot: &mut Option<Request<B>>) {
-    *slot = Some(request.clone());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,14 +68,6 @@ mod tests {
             .unwrap();
         r.extensions_mut().insert(7u32);
         let c = copy(&r);
-        let mut slot = None;
-        copy_into(&r, &mut slot);
-        let kept = slot.unwrap();
-        assert_eq!(
-            (kept.method(), kept.uri(), kept.headers()),
-            (r.method(), r.uri(), r.headers())
-        );
-        assert_eq!(kept.extensions().get::<u32>(), Some(&7));
         assert_eq!(c.method(), r.method());
         assert_eq!(c.uri(), r.uri());
         assert_eq!(c.headers(), r.headers());

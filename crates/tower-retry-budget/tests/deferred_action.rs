@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +17,8 @@ use tokio::time::advance;
 use tokio_test::{assert_pending, assert_ready, task};
 use tower::{Layer, Service, ServiceExt};
 use tower_retry_budget::{
-    ActionId, Event, Observer, Outcome, Policy, Report, ReportMode, ReportSlot, RetryBudgetLayer,
+    ActionId, Error, Event, Observer, Outcome, Policy, Report, ReportMode, ReportSlot,
+    RetryBudgetLayer,
 };
 
 /// Keeps the reports it is told.
@@ -35,18 +37,28 @@ fn get() -> Request<()> {
     Request::get("http://upstream.test/items").body(()).unwrap()
 }
 
-/// Runs `script` to its end through `layer`, in steps of 100 ms.
-async fn run(layer: RetryBudgetLayer, script: Vec<Step>, request: Request<()>) -> Response<()> {
+/// Runs `script` to its end through `layer`, in steps of 100 ms: the
+/// action's ending.
+async fn end(
+    layer: RetryBudgetLayer,
+    script: Vec<Step>,
+    request: Request<()>,
+) -> Result<Response<()>, Error<Infallible>> {
     let mut client = layer.layer(Scripted::new(script));
     ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
     let mut future = task::spawn(client.call(request));
     for _ in 0..1_000 {
         if let std::task::Poll::Ready(result) = future.poll() {
-            return result.unwrap();
+            return result;
         }
         advance(Duration::from_millis(100)).await;
     }
     panic!("the script did not end");
+}
+
+/// [`end`], which must be a response.
+async fn run(layer: RetryBudgetLayer, script: Vec<Step>, request: Request<()>) -> Response<()> {
+    end(layer, script, request).await.unwrap()
 }
 
 fn report_of(response: &Response<()>) -> Report {
@@ -80,19 +92,10 @@ fn scripts() -> Vec<Vec<Step>> {
 
 /// The report `layer` gives for `script`, on the response or the error.
 async fn report_for(layer: RetryBudgetLayer, script: Vec<Step>) -> Report {
-    let mut client = layer.layer(Scripted::new(script));
-    ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
-    let mut future = task::spawn(client.call(get()));
-    for _ in 0..1_000 {
-        if let std::task::Poll::Ready(result) = future.poll() {
-            return match result {
-                Ok(response) => report_of(&response),
-                Err(error) => error.report().cloned().expect("an error's report"),
-            };
-        }
-        advance(Duration::from_millis(100)).await;
+    match end(layer, script, get()).await {
+        Ok(response) => report_of(&response),
+        Err(error) => error.report().cloned().expect("an error's report"),
     }
-    panic!("the script did not end");
 }
 
 #[tokio::test(start_paused = true)]
