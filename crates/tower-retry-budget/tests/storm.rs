@@ -144,25 +144,7 @@ async fn a_storm_under_paused_time_keeps_every_budget_exactly() {
             (_, report) => assert!(report.is_none()),
         }
     }
-    let requests = seen.requests.load(Ordering::SeqCst);
-    assert!(
-        requests <= 3 * actions,
-        "{requests} requests for {actions} actions"
-    );
-    let posts = seen.posts.lock().unwrap().clone();
-    assert!(posts.values().all(|&n| n == 1), "a POST was sent twice");
-    assert_eq!(posts.len(), (0..actions).filter(|i| i % 10 == 5).count());
-    for outcome in [
-        Outcome::Success,
-        Outcome::BudgetExhausted,
-        Outcome::AttemptTimeout,
-        Outcome::TransportError,
-    ] {
-        assert!(
-            outcomes.contains_key(&outcome),
-            "no {outcome} in {outcomes:?}"
-        );
-    }
+    check_storm(&seen, actions, &outcomes);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -261,6 +243,29 @@ async fn a_storm_of_429s_on_loopback_ends_every_action() {
         "{actions} actions in {:?}: {requests} upstream requests; outcomes {outcomes:?}",
         started.elapsed()
     );
+    check_storm(&seen, actions, &outcomes);
+
+    // Nothing is left behind: stop the server, drop the client's pool, and
+    // every task ends.
+    stop.send(true).unwrap();
+    drop(client);
+    server.await.unwrap();
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let deadline = Instant::now() + hung;
+    while metrics.num_alive_tasks() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        metrics.num_alive_tasks(),
+        0,
+        "tasks left alive after the storm"
+    );
+}
+
+/// What every storm must show: at most 3 upstream requests per action,
+/// every POST sent exactly once, and each kind of ending met.
+fn check_storm(seen: &Seen, actions: usize, outcomes: &HashMap<Outcome, usize>) {
+    let requests = seen.requests.load(Ordering::SeqCst);
     assert!(
         requests <= 3 * actions,
         "{requests} requests for {actions} actions"
@@ -279,20 +284,4 @@ async fn a_storm_of_429s_on_loopback_ends_every_action() {
             "no {outcome} in {outcomes:?}"
         );
     }
-
-    // Nothing is left behind: stop the server, drop the client's pool, and
-    // every task ends.
-    stop.send(true).unwrap();
-    drop(client);
-    server.await.unwrap();
-    let metrics = tokio::runtime::Handle::current().metrics();
-    let deadline = Instant::now() + hung;
-    while metrics.num_alive_tasks() > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(
-        metrics.num_alive_tasks(),
-        0,
-        "tasks left alive after the storm"
-    );
 }
