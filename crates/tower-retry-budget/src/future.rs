@@ -9,6 +9,10 @@
 //! | `Readying` | the last response | the latest start |
 //! | `Done` | nothing | unused |
 //!
+//! An action that ends with a response leaves its answered attempt in
+//! `InFlight` and marks the context ended ([`Ctx`]'s `ended`): the attempt
+//! is dropped with the future, not once more before it.
+//!
 //! One [`Sleep`], created the first time it is needed, serves the three in
 //! turn. Every decision comes from the core [`Action`]: this file tells it
 //! what happened and when ([`Ctx::step`], which also hands the client's
@@ -139,6 +143,9 @@ pub(crate) struct Ctx<S, B> {
     /// or a hold-off map): if not, a step does not ask the core for the
     /// effects on it.
     shared: bool,
+    /// The action ended with a response: the state is left as it was (an
+    /// answered attempt), dropped with the future.
+    ended: bool,
 }
 
 /// How an action ended, besides its report.
@@ -158,6 +165,7 @@ impl<S, B> Ctx<S, B> {
             extras,
             listening,
             shared,
+            ended: false,
         }
     }
 
@@ -512,12 +520,22 @@ pin_project! {
             // The caller left before the end: the core records it, so the
             // trail never just stops. Nothing else runs after this.
             let this = this.project();
-            if !matches!(this.state.project(), StateProj::Done) {
-                this.ctx.clock.new_poll();
-                this.ctx.step(|action, now| action.caller_left(now));
-                this.ctx.conclude(None);
+            if !this.ctx.ended && !matches!(this.state.project(), StateProj::Done) {
+                this.ctx.caller_left();
             }
         }
+    }
+}
+
+impl<S, B> Ctx<S, B> {
+    /// The caller dropped the response future before the end: the core
+    /// records it, and the report goes where it was asked for. Kept out of
+    /// line: every future's drop checks for it, few need it.
+    #[inline(never)]
+    fn caller_left(&mut self) {
+        self.clock.new_poll();
+        self.step(|action, now| action.caller_left(now));
+        self.conclude(None);
     }
 }
 
@@ -556,7 +574,26 @@ where
     /// state is large (the action, a request to copy, a timer), and every
     /// move of it would be a copy on the hot path.
     #[inline(always)]
-    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
+    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, request: Request<B>) -> Self
+    where
+        S: Clone,
+        B: Clone,
+    {
+        // The common case, looked at first: nothing in the request to look
+        // for, nothing shared, nobody listening, no reservation for the
+        // layers below, no seeded jitter (whose seeds follow the actions).
+        if config.plain() && request.extensions().is_empty() && !crate::trace::listening() {
+            if let Decision::AwaitResponse { .. } = config.policy.first_attempt() {
+                return Self::on_policy_word(inner, config, request, None);
+            }
+        }
+        Self::start_with_extras(inner, config, request)
+    }
+
+    /// [`start`](Self::start) for a request that carries something, or
+    /// under a layer that shares or reports its steps.
+    #[inline(never)]
+    fn start_with_extras(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
     where
         S: Clone,
         B: Clone,
@@ -565,7 +602,7 @@ where
             && config.observer.is_none()
             && request.extensions().is_empty()
         {
-            // The common case, looked at here: nothing to look for.
+            // Nothing to look for.
             (None, false)
         } else {
             let hold_off = config
@@ -596,43 +633,15 @@ where
                 Decision::AwaitResponse { .. }
             )
         {
-            // Built at once in its final state: every move or rewrite of
-            // this state costs more than the rest of the path.
-            // A copy only if a retry can ever follow.
-            let template = config
-                .policy
-                .retry_may_follow_first()
-                .then(|| request::copy(&request));
             let cancelled = extras
                 .as_mut()
                 .and_then(|e| e.cancel.take())
                 .map(|token| Box::pin(token.cancelled_owned()));
-            // The clone serves the retries; the service made ready sends
-            // the first attempt.
-            let service = inner.clone();
-            return Self {
-                kind: Kind::Budgeted {
-                    attempts: Attempts {
-                        state: State::InFlight {
-                            future: inner.call(request),
-                            armed: false,
-                        },
-                        timer: None,
-                        cancelled,
-                        ctx: Ctx {
-                            action: None,
-                            started_lazily: true,
-                            clock: Clock::unread(),
-                            service,
-                            template,
-                            config: config.clone(),
-                            extras,
-                            listening,
-                            shared,
-                        },
-                    },
-                },
-            };
+            let mut this = Self::on_policy_word(inner, config, request, extras);
+            if let Kind::Budgeted { attempts } = &mut this.kind {
+                attempts.cancelled = cancelled;
+            }
+            return this;
         }
         let mut this = Self {
             kind: Kind::Budgeted {
@@ -652,6 +661,55 @@ where
             }
         }
         this
+    }
+
+    /// Sends the first attempt on the policy's word, with no `Action` yet
+    /// (see [`Ctx::action`]): nobody hears the trail and nothing is shared.
+    /// Built at once in its final state: every move or rewrite of this
+    /// state costs more than the rest of the path.
+    #[inline(always)]
+    fn on_policy_word(
+        inner: &mut S,
+        config: &Arc<Config>,
+        request: Request<B>,
+        extras: Option<Box<Extras>>,
+    ) -> Self
+    where
+        S: Clone,
+        B: Clone,
+    {
+        // A copy only if a retry can ever follow.
+        let template = config
+            .policy
+            .retry_may_follow_first()
+            .then(|| request::copy(&request));
+        // The clone serves the retries; the service made ready sends the
+        // first attempt.
+        let service = inner.clone();
+        Self {
+            kind: Kind::Budgeted {
+                attempts: Attempts {
+                    state: State::InFlight {
+                        future: inner.call(request),
+                        armed: false,
+                    },
+                    timer: None,
+                    cancelled: None,
+                    ctx: Ctx {
+                        action: None,
+                        started_lazily: true,
+                        clock: Clock::unread(),
+                        service,
+                        template,
+                        config: config.clone(),
+                        extras,
+                        listening: false,
+                        shared: false,
+                        ended: false,
+                    },
+                },
+            },
+        }
     }
 }
 
@@ -751,7 +809,9 @@ where
     type Output = Output<ResB, S::Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.as_mut().project().ctx.clock.new_poll();
+        let ctx = self.as_mut().project().ctx;
+        assert!(!ctx.ended, "ResponseFuture polled after completion");
+        ctx.clock.new_poll();
         loop {
             let this = self.as_mut().project();
             if let Some(cancelled) = this.cancelled {
@@ -818,8 +878,8 @@ where
         response: Response<ResB>,
         answer: Option<FirstAnswer>,
     ) -> Output<ResB, S::Error> {
-        let mut this = self.project();
-        this.state.set(State::Done);
+        let this = self.project();
+        this.ctx.ended = true;
         if this.cancelled.is_some() {
             *this.cancelled = None;
         }

@@ -124,6 +124,19 @@ impl Config {
         }
     }
 
+    /// Whether nothing under this layer shares an action's state or hears
+    /// its steps (no client budget, hold-off map, observer, attempt
+    /// deadlines or seeded jitter): a plain request's first attempt may
+    /// start on the policy's word.
+    #[inline]
+    pub(crate) fn plain(&self) -> bool {
+        self.budget.is_none()
+            && self.hold_off.is_none()
+            && self.observer.is_none()
+            && self.seeds.is_none()
+            && !self.attempt_deadlines
+    }
+
     /// The status the signal will report for a response with `status`,
     /// when it is that status whatever the headers say: the default
     /// [`HttpSignal`] takes it as it is; a custom signal may translate it.
