@@ -294,6 +294,21 @@ impl<S, B> Ctx<S, B> {
         if attempts <= 1 && self.report_unasked() {
             return response;
         }
+        let answer = match answer {
+            // The common report: built by the core from the first answer,
+            // for no slot, no observer and no layer below, straight into
+            // the response (a report is large: each move is a copy).
+            Some(answer)
+                if self.action.is_none()
+                    && self.extras.is_none()
+                    && response.extensions().is_empty() =>
+            {
+                let report = answer.into_report(&self.config.policy);
+                response.extensions_mut().insert(report);
+                return response;
+            }
+            other => other,
+        };
         let report = self.conclude(answer);
         // A layer below watches the body for a late status and has no slot
         // of the caller's to correct: it gets a copy.

@@ -39,7 +39,7 @@ use super::flight::Waiter;
 /// many callers (this one included) received it from one upstream action.
 ///
 /// With [`RetryBudget`](crate::RetryBudget) inside, the
-/// [`Report`](retry_budget::Report) says so too
+/// [`Report`] says so too
 /// ([`shared_with`](retry_budget::Report::shared_with), and a line of its
 /// visible status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
