@@ -273,7 +273,10 @@ impl<S, B> Ctx<S, B> {
         answer: Option<FirstAnswer>,
     ) -> Result<Response<ResB>, Error<E>> {
         match ending {
-            Ok(response) => Ok(self.finish_response(response, answer)),
+            Ok(mut response) => {
+                self.finish_response(&mut response, answer);
+                Ok(response)
+            }
             Err(kind) => Err(self.finish_error(kind)),
         }
     }
@@ -283,16 +286,16 @@ impl<S, B> Ctx<S, B> {
     #[inline(always)]
     fn finish_response<ResB>(
         &mut self,
-        mut response: Response<ResB>,
+        response: &mut Response<ResB>,
         answer: Option<FirstAnswer>,
-    ) -> Response<ResB> {
+    ) {
         // Asked for by nobody: no report is built at all.
         let attempts = self
             .action
             .as_ref()
             .map_or(u32::from(self.started_lazily), |a| a.attempts_started());
         if attempts <= 1 && self.report_unasked() {
-            return response;
+            return;
         }
         let answer = match answer {
             // The common report: built by the core from the first answer,
@@ -305,7 +308,7 @@ impl<S, B> Ctx<S, B> {
             {
                 let report = answer.into_report(&self.config.policy);
                 response.extensions_mut().insert(report);
-                return response;
+                return;
             }
             other => other,
         };
@@ -317,7 +320,9 @@ impl<S, B> Ctx<S, B> {
         {
             late.0.fill(report.clone(), self.clock.origin_if_read());
         }
-        with_report(response, report)
+        if let Some(report) = report {
+            response.extensions_mut().insert(report);
+        }
     }
 
     /// [`finish`](Self::finish) with an error.
@@ -701,6 +706,7 @@ where
         // The clone serves the retries; the service made ready sends the
         // first attempt.
         let service = inner.clone();
+        let config = config.clone();
         Self {
             kind: Kind::Budgeted {
                 attempts: Attempts {
@@ -716,7 +722,7 @@ where
                         clock: Clock::unread(),
                         service,
                         template,
-                        config: config.clone(),
+                        config,
                         extras,
                         listening: false,
                         shared: false,
@@ -885,20 +891,20 @@ where
         this.ctx.finish(ending, answer)
     }
 
-    /// [`end`](Self::end) with a response (the common ending: one move of
-    /// it fewer).
+    /// [`end`](Self::end) with a response (the common ending), finished
+    /// where it lies: a response is large, and each move is a copy.
     #[inline(always)]
     fn end_response(
         self: Pin<&mut Self>,
-        response: Response<ResB>,
+        response: &mut Response<ResB>,
         answer: Option<FirstAnswer>,
-    ) -> Output<ResB, S::Error> {
+    ) {
         let this = self.project();
         this.ctx.ended = true;
         if this.cancelled.is_some() {
             *this.cancelled = None;
         }
-        Ok(this.ctx.finish_response(response, answer))
+        this.ctx.finish_response(response, answer);
     }
 
     /// The caller's token fired: the core records the caller leaving.
@@ -922,7 +928,7 @@ where
             unreachable!("called in the InFlight state")
         };
         match future.poll(cx) {
-            Poll::Ready(Ok(response)) => {
+            Poll::Ready(Ok(mut response)) => {
                 let (decision, answer) = this.ctx.response(&response);
                 if let Decision::WaitUntil(until) = decision {
                     arm(this.timer.as_mut(), this.ctx.clock.at(until));
@@ -932,7 +938,8 @@ where
                     return Poll::Ready(Step::Turn(None));
                 }
                 // The common ending, given straight to the caller.
-                Poll::Ready(Step::Done(self.end_response(response, answer)))
+                self.end_response(&mut response, answer);
+                Poll::Ready(Step::Done(Ok(response)))
             }
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.transport_failed(now));
@@ -1038,13 +1045,6 @@ where
         });
         Poll::Ready(None)
     }
-}
-
-fn with_report<ResB>(mut response: Response<ResB>, report: Option<Report>) -> Response<ResB> {
-    if let Some(report) = report {
-        response.extensions_mut().insert(report);
-    }
-    response
 }
 
 /// The action stopped between attempts: the last response held during the
