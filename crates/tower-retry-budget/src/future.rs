@@ -122,7 +122,7 @@ pub(crate) struct Ctx<S, B> {
     /// The core's state machine: boxed, and created when first needed (see
     /// [`Ctx::action`]); an action whose first answer ends it unobserved
     /// never needs one.
-    action: Option<Box<Action>>,
+    action: LazyAction,
     /// The first attempt was started on the policy's word
     /// ([`Policy::first_attempt`](retry_budget::Policy::first_attempt)),
     /// with no `Action` yet: the one created later replays that start.
@@ -146,6 +146,27 @@ pub(crate) struct Ctx<S, B> {
     /// The action ended with a response: the state is left as it was (an
     /// answered attempt), dropped with the future.
     ended: bool,
+    /// See [`Ctx::report_unasked`].
+    unasked: bool,
+}
+
+/// The core's [`Action`], boxed and created when first needed. Its drop
+/// is kept out of line: most actions never create one, and their drop only
+/// looks.
+struct LazyAction(Option<Box<Action>>);
+
+impl Drop for LazyAction {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(action) = self.0.take() {
+            drop_action(action);
+        }
+    }
+}
+
+#[inline(never)]
+fn drop_action(action: Box<Action>) {
+    drop(action);
 }
 
 /// How an action ended, besides its report.
@@ -155,8 +176,9 @@ impl<S, B> Ctx<S, B> {
     #[inline(always)]
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
         let (listening, shared) = Self::hearing(&config, extras.as_deref());
+        let unasked = Self::unasked(&config, extras.as_deref());
         Self {
-            action: None,
+            action: LazyAction(None),
             started_lazily: false,
             clock: Clock::unread(),
             service,
@@ -166,6 +188,7 @@ impl<S, B> Ctx<S, B> {
             listening,
             shared,
             ended: false,
+            unasked,
         }
     }
 
@@ -182,7 +205,7 @@ impl<S, B> Ctx<S, B> {
     /// without one is replayed into it, at elapsed zero as it was started,
     /// so that its trail is the one it would have had.
     pub(crate) fn action(&mut self) -> &mut Action {
-        materialize(&mut self.action, &self.config, self.started_lazily)
+        materialize(&mut self.action.0, &self.config, self.started_lazily)
     }
 
     /// The deadline (elapsed) the core gave the attempt in flight: the
@@ -190,7 +213,7 @@ impl<S, B> Ctx<S, B> {
     /// Past any other decision (never the case while an attempt is in
     /// flight) the timer fires at once and the core is told.
     fn attempt_deadline(&self) -> Duration {
-        let decision = match &self.action {
+        let decision = match &self.action.0 {
             Some(action) => action.decision(),
             None => self.config.policy.first_attempt(),
         };
@@ -203,11 +226,14 @@ impl<S, B> Ctx<S, B> {
     /// Whether nobody asked for a report of an action that needed no retry
     /// (see [`ReportMode::WhenRetried`]).
     fn report_unasked(&self) -> bool {
-        self.config.report_mode == ReportMode::WhenRetried
-            && self
-                .extras
-                .as_ref()
-                .is_none_or(|e| e.slot.is_none() && e.watch.is_none())
+        self.unasked
+    }
+
+    /// [`report_unasked`](Self::report_unasked), worked out when the
+    /// action starts.
+    fn unasked(config: &Config, extras: Option<&Extras>) -> bool {
+        config.report_mode == ReportMode::WhenRetried
+            && extras.is_none_or(|e| e.slot.is_none() && e.watch.is_none())
     }
 
     /// Feeds one input to the action at this poll's time, traces and
@@ -220,7 +246,7 @@ impl<S, B> Ctx<S, B> {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let now = self.clock.now();
-        let action = materialize(&mut self.action, &self.config, self.started_lazily);
+        let action = materialize(&mut self.action.0, &self.config, self.started_lazily);
         if !self.listening && !self.shared {
             // Nobody hears the trail and nothing is shared: the core alone.
             return input(action, now);
@@ -292,6 +318,7 @@ impl<S, B> Ctx<S, B> {
         // Asked for by nobody: no report is built at all.
         let attempts = self
             .action
+            .0
             .as_ref()
             .map_or(u32::from(self.started_lazily), |a| a.attempts_started());
         if attempts <= 1 && self.report_unasked() {
@@ -302,7 +329,7 @@ impl<S, B> Ctx<S, B> {
             // for no slot, no observer and no layer below, straight into
             // the response (a report is large: each move is a copy).
             Some(answer)
-                if self.action.is_none()
+                if self.action.0.is_none()
                     && self.extras.is_none()
                     && response.extensions().is_empty() =>
             {
@@ -335,7 +362,9 @@ impl<S, B> Ctx<S, B> {
     /// and the observer get it too.
     fn conclude(&mut self, answer: Option<FirstAnswer>) -> Option<Report> {
         let report = match answer {
-            Some(answer) if self.action.is_none() => Some(answer.into_report(&self.config.policy)),
+            Some(answer) if self.action.0.is_none() => {
+                Some(answer.into_report(&self.config.policy))
+            }
             _ => self.action().take_report(),
         };
         debug_assert!(
@@ -364,7 +393,7 @@ impl<S, B> Ctx<S, B> {
         // else is read (under a signal that takes the status as it is, not
         // even the rest of the head; not the clock); if someone did, the
         // core builds it from this answer.
-        let unasked = self.action.is_none() && self.report_unasked();
+        let unasked = self.action.0.is_none() && self.report_unasked();
         if unasked {
             if let Some(outcome) = self
                 .config
@@ -379,7 +408,7 @@ impl<S, B> Ctx<S, B> {
             .read(response.status(), response.headers())
             .into_parts();
         if let (true, Some(outcome)) = (
-            self.action.is_none(),
+            self.action.0.is_none(),
             self.config.policy.ends_first_attempt(status),
         ) {
             if unasked {
@@ -602,10 +631,8 @@ where
         // The common case, looked at first: nothing in the request to look
         // for, nothing shared, nobody listening, no reservation for the
         // layers below, no seeded jitter (whose seeds follow the actions).
-        if config.plain() && request.extensions().is_empty() && !crate::trace::listening() {
-            if let Decision::AwaitResponse { .. } = config.policy.first_attempt() {
-                return Self::on_policy_word(inner, config, request, None);
-            }
+        if config.plain_first && request.extensions().is_empty() && !crate::trace::listening() {
+            return Self::on_policy_word(inner, config, request, None);
         }
         Self::start_with_extras(inner, config, request)
     }
@@ -706,6 +733,7 @@ where
         // The clone serves the retries; the service made ready sends the
         // first attempt.
         let service = inner.clone();
+        let unasked = Ctx::<S, B>::unasked(config, extras.as_deref());
         let config = config.clone();
         Self {
             kind: Kind::Budgeted {
@@ -717,7 +745,7 @@ where
                     timer: None,
                     cancelled: None,
                     ctx: Ctx {
-                        action: None,
+                        action: LazyAction(None),
                         started_lazily: true,
                         clock: Clock::unread(),
                         service,
@@ -727,6 +755,7 @@ where
                         listening: false,
                         shared: false,
                         ended: false,
+                        unasked,
                     },
                 },
             },
@@ -840,10 +869,50 @@ where
                     return Poll::Ready(self.cancelled());
                 }
             }
-            let flow = match self.as_mut().project().state.project() {
-                StateProj::InFlight { .. } => match ready!(self.as_mut().poll_in_flight(cx)) {
-                    Step::Done(output) => return Poll::Ready(output),
-                    Step::Turn(turn) => turn,
+            let mut this = self.as_mut().project();
+            let flow = match this.state.as_mut().project() {
+                // An attempt in flight: its answer, its failure, or its
+                // deadline. Here rather than in a function of its own: the
+                // common ending (a response) is then built once, straight
+                // in the caller's output.
+                StateProj::InFlight { future, armed } => match future.poll(cx) {
+                    Poll::Ready(Ok(mut response)) => {
+                        let (decision, answer) = this.ctx.response(&response);
+                        if let Decision::WaitUntil(until) = decision {
+                            arm(this.timer.as_mut(), this.ctx.clock.at(until));
+                            this.state.set(State::Waiting {
+                                response: Some(crate::held::compact(response)),
+                            });
+                            continue;
+                        }
+                        // The common ending. The answered attempt stays in
+                        // the state (dropped with the future): the context
+                        // is marked ended instead.
+                        this.ctx.ended = true;
+                        if this.cancelled.is_some() {
+                            *this.cancelled = None;
+                        }
+                        this.ctx.finish_response(&mut response, answer);
+                        return Poll::Ready(Ok(response));
+                    }
+                    Poll::Ready(Err(error)) => {
+                        this.ctx.step(|action, now| action.transport_failed(now));
+                        Some((Err(ErrorKind::Inner(error)), None))
+                    }
+                    Poll::Pending => {
+                        if !*armed {
+                            *armed = true;
+                            let deadline = this.ctx.attempt_deadline();
+                            arm(this.timer.as_mut(), this.ctx.clock.at(deadline));
+                        }
+                        if !fired(this.timer.as_mut(), cx) {
+                            return Poll::Pending;
+                        }
+                        // Past the deadline: the attempt is abandoned
+                        // (dropped with this state).
+                        this.ctx.step(|action, now| action.attempt_timed_out(now));
+                        Some((Err(ErrorKind::AttemptTimeout), None))
+                    }
                 },
                 StateProj::Waiting { .. } => ready!(self.as_mut().poll_waiting(cx)),
                 StateProj::Readying { .. } => ready!(self.as_mut().poll_readying(cx)),
@@ -855,16 +924,6 @@ where
         }
     }
 }
-
-/// An in-flight poll's result: the action's output, given straight to the
-/// caller, or a [`Turn`].
-enum Step<O, T> {
-    Done(O),
-    Turn(T),
-}
-
-/// What an in-flight poll leads to.
-type InFlightStep<ResB, E> = Step<Output<ResB, E>, Turn<ResB, E>>;
 
 /// What a state's poll leads to: `None`, another state (loop again); or the
 /// ending (with the first answer that ended it with no `Action`, if so).
@@ -891,22 +950,6 @@ where
         this.ctx.finish(ending, answer)
     }
 
-    /// [`end`](Self::end) with a response (the common ending), finished
-    /// where it lies: a response is large, and each move is a copy.
-    #[inline(always)]
-    fn end_response(
-        self: Pin<&mut Self>,
-        response: &mut Response<ResB>,
-        answer: Option<FirstAnswer>,
-    ) {
-        let this = self.project();
-        this.ctx.ended = true;
-        if this.cancelled.is_some() {
-            *this.cancelled = None;
-        }
-        this.ctx.finish_response(response, answer);
-    }
-
     /// The caller's token fired: the core records the caller leaving.
     #[inline(never)]
     fn cancelled(self: Pin<&mut Self>) -> Output<ResB, S::Error> {
@@ -915,51 +958,6 @@ where
         *this.cancelled = None;
         this.ctx.step(|action, now| action.caller_left(now));
         Err(this.ctx.finish_error(ErrorKind::Cancelled))
-    }
-
-    /// An attempt in flight: its answer, its failure, or its deadline.
-    #[inline(always)]
-    fn poll_in_flight(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<InFlightStep<ResB, S::Error>> {
-        let mut this = self.as_mut().project();
-        let StateProj::InFlight { future, armed } = this.state.as_mut().project() else {
-            unreachable!("called in the InFlight state")
-        };
-        match future.poll(cx) {
-            Poll::Ready(Ok(mut response)) => {
-                let (decision, answer) = this.ctx.response(&response);
-                if let Decision::WaitUntil(until) = decision {
-                    arm(this.timer.as_mut(), this.ctx.clock.at(until));
-                    this.state.set(State::Waiting {
-                        response: Some(crate::held::compact(response)),
-                    });
-                    return Poll::Ready(Step::Turn(None));
-                }
-                // The common ending, given straight to the caller.
-                self.end_response(&mut response, answer);
-                Poll::Ready(Step::Done(Ok(response)))
-            }
-            Poll::Ready(Err(error)) => {
-                this.ctx.step(|action, now| action.transport_failed(now));
-                Poll::Ready(Step::Turn(Some((Err(ErrorKind::Inner(error)), None))))
-            }
-            Poll::Pending => {
-                if !*armed {
-                    *armed = true;
-                    let deadline = this.ctx.attempt_deadline();
-                    arm(this.timer.as_mut(), this.ctx.clock.at(deadline));
-                }
-                if !fired(this.timer.as_mut(), cx) {
-                    return Poll::Pending;
-                }
-                // Past the deadline: the attempt is abandoned (dropped with
-                // this state).
-                this.ctx.step(|action, now| action.attempt_timed_out(now));
-                Poll::Ready(Step::Turn(Some((Err(ErrorKind::AttemptTimeout), None))))
-            }
-        }
     }
 
     /// Between attempts (or before a first attempt held off): the timer is

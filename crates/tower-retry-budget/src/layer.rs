@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, StatusCode};
-use retry_budget::{Action, Policy};
+use retry_budget::{Action, Decision, Policy};
 use tower::retry::budget::Budget;
 use tower::Layer;
 
@@ -41,7 +41,7 @@ pub struct RetryBudgetLayer {
 /// the actions of one client share (the cross-request budget, the hold-off
 /// map, the jitter seeds, the observer). Runtime state lives in the
 /// response future.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Config {
     /// Shared by every action under it (an action keeps a reference).
     pub(crate) policy: Arc<Policy>,
@@ -57,6 +57,15 @@ pub(crate) struct Config {
     pub(crate) report_mode: ReportMode,
     /// Whether every attempt carries an [`AttemptDeadline`](crate::AttemptDeadline).
     pub(crate) attempt_deadlines: bool,
+    /// Whether a plain request's first attempt starts on the policy's word
+    /// (see [`Config::settle`]): worked out once, not per request.
+    pub(crate) plain_first: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::new(Policy::default())
+    }
 }
 
 /// Which responses carry a [`Report`](crate::Report) in their extensions;
@@ -101,10 +110,37 @@ impl std::fmt::Debug for Config {
 
 impl Config {
     pub(crate) fn new(policy: Policy) -> Self {
-        Self {
+        let mut config = Self {
             policy: Arc::new(policy),
-            ..Self::default()
-        }
+            calendar: None,
+            dates: DateReference::default(),
+            signal: None,
+            budget: None,
+            hold_off: None,
+            seeds: None,
+            observer: None,
+            report_mode: ReportMode::default(),
+            attempt_deadlines: false,
+            plain_first: false,
+        };
+        config.settle();
+        config
+    }
+
+    /// Works out what follows from the whole configuration, after any
+    /// change: whether a plain request's first attempt (nothing in its
+    /// extensions, no `tracing` subscriber) starts on the policy's word,
+    /// with no `Action` until one is needed. That needs nothing shared or
+    /// heard under this layer (no client budget, hold-off map, observer,
+    /// attempt deadlines or seeded jitter, whose seeds follow the actions)
+    /// and a policy that sends a first attempt at all.
+    fn settle(&mut self) {
+        self.plain_first = self.budget.is_none()
+            && self.hold_off.is_none()
+            && self.observer.is_none()
+            && self.seeds.is_none()
+            && !self.attempt_deadlines
+            && matches!(self.policy.first_attempt(), Decision::AwaitResponse { .. });
     }
 
     /// A new action under this configuration.
@@ -122,19 +158,6 @@ impl Config {
             None => HttpSignal.read(status, headers),
             Some(signal) => signal.read(status, headers),
         }
-    }
-
-    /// Whether nothing under this layer shares an action's state or hears
-    /// its steps (no client budget, hold-off map, observer, attempt
-    /// deadlines or seeded jitter): a plain request's first attempt may
-    /// start on the policy's word.
-    #[inline]
-    pub(crate) fn plain(&self) -> bool {
-        self.budget.is_none()
-            && self.hold_off.is_none()
-            && self.observer.is_none()
-            && self.seeds.is_none()
-            && !self.attempt_deadlines
     }
 
     /// The status the signal will report for a response with `status`,
@@ -188,17 +211,21 @@ impl RetryBudgetLayer {
         }
     }
 
-    fn config(&mut self) -> &mut Config {
-        Arc::make_mut(&mut self.config)
+    /// The layer with its configuration changed by `set` (copied first if
+    /// a service made by the layer shares it).
+    fn with(mut self, set: impl FnOnce(&mut Config)) -> Self {
+        let config = Arc::make_mut(&mut self.config);
+        set(config);
+        config.settle();
+        self
     }
 
     /// Uses another calendar clock for HTTP-date `Retry-After` values (for
     /// example [`UntrustedCalendar`](crate::UntrustedCalendar) on a host
     /// whose wall clock cannot be trusted). It is read only when a response
     /// carries a date.
-    pub fn calendar(mut self, calendar: impl Calendar + Send + Sync + 'static) -> Self {
-        self.config().calendar = Some(Arc::new(calendar));
-        self
+    pub fn calendar(self, calendar: impl Calendar + Send + Sync + 'static) -> Self {
+        self.with(|c| c.calendar = Some(Arc::new(calendar)))
     }
 
     /// Reads responses with another [`RetrySignal`]: for gRPC,
@@ -213,9 +240,8 @@ impl RetryBudgetLayer {
     /// let layer = RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal);
     /// # let _ = layer;
     /// ```
-    pub fn signal(mut self, signal: impl RetrySignal + Send + Sync + 'static) -> Self {
-        self.config().signal = Some(Arc::new(signal));
-        self
+    pub fn signal(self, signal: impl RetrySignal + Send + Sync + 'static) -> Self {
+        self.with(|c| c.signal = Some(Arc::new(signal)))
     }
 
     /// Bounds the retries of all actions through this layer (and its clones)
@@ -225,19 +251,17 @@ impl RetryBudgetLayer {
     /// `retry_throttled`.
     ///
     /// [`ClientBudget`]: crate::ClientBudget
-    pub fn client_budget<B>(mut self, budget: B) -> Self
+    pub fn client_budget<B>(self, budget: B) -> Self
     where
         B: Budget + Send + Sync + 'static,
     {
-        self.config().budget = Some(SharedBudget(Arc::new(budget)));
-        self
+        self.with(|c| c.budget = Some(SharedBudget(Arc::new(budget))))
     }
 
     /// Makes later first attempts to a service honour a `Retry-After` that
     /// service gave another action: see [`HoldOff`].
-    pub fn hold_off(mut self, hold_off: HoldOff) -> Self {
-        self.config().hold_off = Some(hold_off);
-        self
+    pub fn hold_off(self, hold_off: HoldOff) -> Self {
+        self.with(|c| c.hold_off = Some(hold_off))
     }
 
     /// Seeds the jitter of every action from `seed` (the n-th action gets
@@ -247,12 +271,13 @@ impl RetryBudgetLayer {
     /// its core `Action` when it starts (the seeds then follow the actions,
     /// whatever listens), which costs a first attempt answered at once
     /// about what [`ReportMode::Always`] costs.
-    pub fn jitter_seed(mut self, seed: u64) -> Self {
-        self.config().seeds = Some(Arc::new(Seeds {
-            base: seed,
-            next: AtomicU64::new(0),
-        }));
-        self
+    pub fn jitter_seed(self, seed: u64) -> Self {
+        self.with(|c| {
+            c.seeds = Some(Arc::new(Seeds {
+                base: seed,
+                next: AtomicU64::new(0),
+            }))
+        })
     }
 
     /// Hands every step of every budgeted action (typed
@@ -261,9 +286,8 @@ impl RetryBudgetLayer {
     /// clones and the services it makes share it, and share one id counter.
     ///
     /// [`ActionId`]: crate::ActionId
-    pub fn observer(mut self, observer: impl Observer) -> Self {
-        self.config().observer = Some(SharedObserver::new(observer));
-        self
+    pub fn observer(self, observer: impl Observer) -> Self {
+        self.with(|c| c.observer = Some(SharedObserver::new(observer)))
     }
 
     /// Chooses which responses carry a report: [`ReportMode::Always`] (the
@@ -277,9 +301,8 @@ impl RetryBudgetLayer {
     /// let layer = RetryBudgetLayer::new(Policy::default()).report_mode(ReportMode::WhenRetried);
     /// # let _ = layer;
     /// ```
-    pub fn report_mode(mut self, mode: ReportMode) -> Self {
-        self.config().report_mode = mode;
-        self
+    pub fn report_mode(self, mode: ReportMode) -> Self {
+        self.with(|c| c.report_mode = mode)
     }
 
     /// Puts an [`AttemptDeadline`](crate::AttemptDeadline) (the attempt's
@@ -295,16 +318,14 @@ impl RetryBudgetLayer {
     /// let layer = RetryBudgetLayer::new(Policy::default()).attempt_deadlines();
     /// # let _ = layer;
     /// ```
-    pub fn attempt_deadlines(mut self) -> Self {
-        self.config().attempt_deadlines = true;
-        self
+    pub fn attempt_deadlines(self) -> Self {
+        self.with(|c| c.attempt_deadlines = true)
     }
 
     /// Chooses what an HTTP-date is measured against; see
     /// [`DateReference`].
-    pub fn dates(mut self, dates: DateReference) -> Self {
-        self.config().dates = dates;
-        self
+    pub fn dates(self, dates: DateReference) -> Self {
+        self.with(|c| c.dates = dates)
     }
 
     /// The policy.

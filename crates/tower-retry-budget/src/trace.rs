@@ -42,6 +42,7 @@ pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
 /// it (the usual case on a client's hot path), nothing is formatted or
 /// matched at all. Read once per action, when it starts: a subscriber set
 /// later hears the actions started after it.
+#[inline]
 pub(crate) fn listening() -> bool {
     tracing::level_enabled!(tracing::Level::WARN)
 }
