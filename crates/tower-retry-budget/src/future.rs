@@ -287,20 +287,17 @@ impl<S, B> Ctx<S, B> {
 
     /// **The one place an action ends** (the core has stopped it): builds
     /// the report, gives a copy to the caller's slot and the observer, and
-    /// attaches it to the response or the error.
-    ///
-    /// `answer`: the first response, when it ended an action that never
-    /// needed an `Action` ([`Ctx::response`]); the core builds the report
-    /// from it.
+    /// attaches it to the response or the error. (A first answer that ends
+    /// an action with no `Action` goes straight to
+    /// [`finish_response`](Self::finish_response).)
     #[inline(always)]
     fn finish<ResB, E>(
         &mut self,
         ending: Result<Response<ResB>, ErrorKind<E>>,
-        answer: Option<FirstAnswer>,
     ) -> Result<Response<ResB>, Error<E>> {
         match ending {
             Ok(mut response) => {
-                self.finish_response(&mut response, answer);
+                self.finish_response(&mut response, None);
                 Ok(response)
             }
             Err(kind) => Err(self.finish_error(kind)),
@@ -384,9 +381,13 @@ impl<S, B> Ctx<S, B> {
 
     /// Reads a response for the core: the signal, the calendar (only when
     /// the response carries a date), whether the request can still be sent
-    /// again in full. Answers the core's decision, and the answer to build
-    /// the report from if no `Action` was needed.
-    fn response<ResB>(&mut self, response: &Response<ResB>) -> (Decision, Option<FirstAnswer>) {
+    /// again in full. Answers the core's decision; `answer` is given the
+    /// answer to build the report from if no `Action` was needed.
+    fn response<ResB>(
+        &mut self,
+        response: &Response<ResB>,
+        answer: &mut Option<FirstAnswer>,
+    ) -> Decision {
         // A first attempt started on the policy's word, answered with a
         // status the core says ends the action whatever else it carries: no
         // `Action` is ever created. If nobody asked for the report, nothing
@@ -400,7 +401,7 @@ impl<S, B> Ctx<S, B> {
                 .status_as_is(response.status())
                 .and_then(|status| self.config.policy.ends_first_attempt(status))
             {
-                return (Decision::Stop(outcome), None);
+                return Decision::Stop(outcome);
             }
         }
         let (status, retry_after, forbidden, translated, resets) = self
@@ -412,7 +413,7 @@ impl<S, B> Ctx<S, B> {
             self.config.policy.ends_first_attempt(status),
         ) {
             if unasked {
-                return (Decision::Stop(outcome), None);
+                return Decision::Stop(outcome);
             }
             if translated.is_none() {
                 let calendar = if retry_after.needs_calendar() {
@@ -421,12 +422,12 @@ impl<S, B> Ctx<S, B> {
                     None
                 };
                 let now = self.clock.now();
-                if let Some(answer) =
+                if let Some(first) =
                     self.config
                         .policy
                         .first_answer(now, status, &retry_after, calendar)
                 {
-                    return (Decision::Stop(answer.outcome()), Some(answer));
+                    return Decision::Stop(answer.insert(first).outcome());
                 }
             }
         }
@@ -461,7 +462,7 @@ impl<S, B> Ctx<S, B> {
             }
             action.response(now, status, &retry_after, calendar)
         });
-        (decision, None)
+        decision
     }
 }
 
@@ -877,7 +878,8 @@ where
                 // in the caller's output.
                 StateProj::InFlight { future, armed } => match future.poll(cx) {
                     Poll::Ready(Ok(mut response)) => {
-                        let (decision, answer) = this.ctx.response(&response);
+                        let mut answer = None;
+                        let decision = this.ctx.response(&response, &mut answer);
                         if let Decision::WaitUntil(until) = decision {
                             arm(this.timer.as_mut(), this.ctx.clock.at(until));
                             this.state.set(State::Waiting {
@@ -897,7 +899,7 @@ where
                     }
                     Poll::Ready(Err(error)) => {
                         this.ctx.step(|action, now| action.transport_failed(now));
-                        Some((Err(ErrorKind::Inner(error)), None))
+                        Some(Err(ErrorKind::Inner(error)))
                     }
                     Poll::Pending => {
                         if !*armed {
@@ -911,23 +913,23 @@ where
                         // Past the deadline: the attempt is abandoned
                         // (dropped with this state).
                         this.ctx.step(|action, now| action.attempt_timed_out(now));
-                        Some((Err(ErrorKind::AttemptTimeout), None))
+                        Some(Err(ErrorKind::AttemptTimeout))
                     }
                 },
-                StateProj::Waiting { .. } => ready!(self.as_mut().poll_waiting(cx)),
-                StateProj::Readying { .. } => ready!(self.as_mut().poll_readying(cx)),
-                StateProj::Done => panic!("ResponseFuture polled after completion"),
+                StateProj::Waiting { .. } | StateProj::Readying { .. } | StateProj::Done => {
+                    ready!(self.as_mut().poll_between(cx))
+                }
             };
-            if let Some((ending, answer)) = flow {
-                return Poll::Ready(self.end(ending, answer));
+            if let Some(ending) = flow {
+                return Poll::Ready(self.end(ending));
             }
         }
     }
 }
 
 /// What a state's poll leads to: `None`, another state (loop again); or the
-/// ending (with the first answer that ended it with no `Action`, if so).
-type Turn<ResB, E> = Option<(Ending<Response<ResB>, E>, Option<FirstAnswer>)>;
+/// ending.
+type Turn<ResB, E> = Option<Ending<Response<ResB>, E>>;
 
 impl<S, B, ResB> Attempts<S, B>
 where
@@ -940,14 +942,13 @@ where
     fn end(
         self: Pin<&mut Self>,
         ending: Ending<Response<ResB>, S::Error>,
-        answer: Option<FirstAnswer>,
     ) -> Output<ResB, S::Error> {
         let mut this = self.project();
         this.state.set(State::Done);
         if this.cancelled.is_some() {
             *this.cancelled = None;
         }
-        this.ctx.finish(ending, answer)
+        this.ctx.finish(ending)
     }
 
     /// The caller's token fired: the core records the caller leaving.
@@ -958,6 +959,17 @@ where
         *this.cancelled = None;
         this.ctx.step(|action, now| action.caller_left(now));
         Err(this.ctx.finish_error(ErrorKind::Cancelled))
+    }
+
+    /// Any state but an attempt in flight (kept out of the hot path).
+    #[inline(never)]
+    fn poll_between(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Turn<ResB, S::Error>> {
+        match self.as_mut().project().state.project() {
+            StateProj::Waiting { .. } => self.poll_waiting(cx),
+            StateProj::Readying { .. } => self.poll_readying(cx),
+            StateProj::InFlight { .. } => unreachable!("an attempt in flight is polled in `poll`"),
+            StateProj::Done => panic!("ResponseFuture polled after completion"),
+        }
     }
 
     /// Between attempts (or before a first attempt held off): the timer is
@@ -985,7 +997,7 @@ where
                 Poll::Ready(None)
             }
             Decision::AwaitResponse { .. } | Decision::Stop(_) => {
-                Poll::Ready(Some((held(response.take()), None)))
+                Poll::Ready(Some(held(response.take())))
             }
         }
     }
@@ -1002,7 +1014,7 @@ where
             Poll::Ready(Ok(())) => {}
             Poll::Ready(Err(error)) => {
                 this.ctx.step(|action, now| action.readiness_failed(now));
-                return Poll::Ready(Some((Err(ErrorKind::Inner(error)), None)));
+                return Poll::Ready(Some(Err(ErrorKind::Inner(error))));
             }
             Poll::Pending => {
                 if !fired(this.timer.as_mut(), cx) {
@@ -1011,7 +1023,7 @@ where
                 // Still not ready at the latest start: the core decides (a
                 // stop, since the timer never fires early).
                 return match this.ctx.step(|action, now| action.transport_not_ready(now)) {
-                    Decision::Stop(_) => Poll::Ready(Some((held(response.take()), None))),
+                    Decision::Stop(_) => Poll::Ready(Some(held(response.take()))),
                     _ => {
                         let latest = this.ctx.action().latest_start();
                         arm(this.timer.as_mut(), this.ctx.clock.at(latest));
@@ -1023,7 +1035,7 @@ where
         let Decision::AwaitResponse { .. } =
             this.ctx.step(|action, now| action.attempt_started(now))
         else {
-            return Poll::Ready(Some((held(response.take()), None)));
+            return Poll::Ready(Some(held(response.take())));
         };
         // Moved for the last possible attempt, copied otherwise.
         let ctx = &mut *this.ctx;
