@@ -450,7 +450,7 @@ impl<S, B> Ctx<S, B> {
         if !replayable {
             self.action().request_not_replayable();
         }
-        let decision = self.step(|action, now| {
+        self.step(|action, now| {
             if let Some(from) = translated {
                 action.response_translated(now, from);
             }
@@ -461,8 +461,7 @@ impl<S, B> Ctx<S, B> {
                 action.reset_headers(resets);
             }
             action.response(now, status, &retry_after, calendar)
-        });
-        decision
+        })
     }
 }
 
