@@ -81,7 +81,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
-use crate::trail_store::Trail;
+use crate::trail_store::{Events, Trail};
 use crate::{Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter};
 
 /// What the caller must do next.
@@ -128,7 +128,7 @@ pub struct Action {
     request_time: Duration,
     wait_time: Duration,
     server_requested_wait: Option<Duration>,
-    events: Trail,
+    events: Events,
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
@@ -196,7 +196,7 @@ impl Action {
             wait_time: Duration::ZERO,
             server_requested_wait: None,
             // No allocation until the first event: a fresh action is free.
-            events: Trail::new(),
+            events: Events::new(),
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
@@ -851,7 +851,7 @@ impl Action {
             wait_time: self.wait_time,
             server_requested_wait: self.server_requested_wait,
             attempt_cap: self.policy.attempt_cap(),
-            events: std::mem::take(&mut self.events),
+            events: Trail::from_events(std::mem::take(&mut self.events)),
             shared_with: 0,
         })
     }

@@ -28,7 +28,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{Event, EventKind, RetryAfterSeen};
+use crate::trail::RetryAfterSeen;
+use crate::trail_store::FirstFacts;
 use crate::{Action, Decision, Outcome, Policy, Report, RetryAfter, Trail};
 
 impl Policy {
@@ -107,36 +108,17 @@ impl FirstAnswer {
     }
 
     /// The report the action's [`Action`] would give: its first attempt
-    /// started at zero, this response, the stop.
+    /// started at zero, this response, the stop (written out when its
+    /// trail is first read).
     pub fn into_report(self, policy: &Policy) -> Report {
-        let budget = policy.total_budget();
-        let event = |at: Duration, kind| Event {
-            at,
-            remaining_budget: budget.saturating_sub(at),
-            kind,
-        };
-        let mut events = Trail::new();
-        events.push(event(
-            Duration::ZERO,
-            EventKind::AttemptStarted {
-                attempt: 1,
-                reservation_end: policy.attempt_cap(),
-            },
-        ));
-        events.push(event(
-            self.at,
-            EventKind::Response {
-                attempt: 1,
-                status: self.status,
-                retry_after: self.retry_after,
-            },
-        ));
-        events.push(event(
-            self.at,
-            EventKind::Stopped {
-                outcome: self.outcome,
-            },
-        ));
+        let events = Trail::first_answer(FirstFacts {
+            at: self.at,
+            budget: policy.total_budget(),
+            cap: policy.attempt_cap(),
+            status: self.status,
+            retry_after: self.retry_after,
+            outcome: self.outcome,
+        });
         Report {
             outcome: self.outcome,
             last_status: Some(self.status),
