@@ -79,7 +79,9 @@ where
 
 /// Every variant: its name, its method and its stack.
 fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
-    use fixtures::{ok_after_pending as pending, ok_at_once as instant};
+    use fixtures::{
+        ok_after_pending as pending, ok_at_once as instant, ok_with_extension as extended,
+    };
     vec![
         (
             "bare",
@@ -150,6 +152,16 @@ fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
             "retry_budget_post_pending",
             Method::POST,
             stack(fixtures::retry_budget(pending), 2, false),
+        ),
+        (
+            "tower_retry_extended",
+            Method::GET,
+            stack(fixtures::tower_retry(extended), 1, false),
+        ),
+        (
+            "retry_budget_get_extended",
+            Method::GET,
+            stack(fixtures::retry_budget(extended), 1, false),
         ),
     ]
 }

@@ -10,7 +10,11 @@
 //!
 //! * `instant`: answers 200 at once (the future is ready at its first poll);
 //! * `pending`: pending once, then 200 (a real network call in its smallest
-//!   form): tower's `Timeout` and `RetryBudget` arm their per-attempt timer.
+//!   form): tower's `Timeout` and `RetryBudget` arm their per-attempt timer;
+//! * `extended` (two variants only): 200 at once, the response carrying one
+//!   extension, as every response of `hyper_util`'s legacy client over its
+//!   `HttpConnector` does (`HttpInfo`): a report then goes into a map that
+//!   exists already.
 //!
 //! ```text
 //! cargo bench -p retry-budget-benches --bench instructions -- --output-format=json \
@@ -34,6 +38,9 @@ type Instant = fn(Request<()>) -> Instant200;
 type Pending = fn(Request<()>) -> PendingOnce;
 const INSTANT: Instant = fixtures::ok_at_once;
 const PENDING: Pending = fixtures::ok_after_pending;
+/// Answers at once with a response that carries an extension, as
+/// `hyper_util`'s legacy client's responses do.
+const EXTENDED: Instant = fixtures::ok_with_extension;
 
 /// A stack ready to be measured: the service, the requests, and the runtime
 /// context its timers need.
@@ -185,6 +192,18 @@ fn retry_budget_get_when_retried_pending(bench: Bench<Budget<Pending>>) -> Bench
 }
 
 #[library_benchmark]
+#[bench::instant(prepare(fixtures::tower_retry(EXTENDED), Method::GET, 1, false))]
+fn tower_retry_extended(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(prepare(fixtures::retry_budget(EXTENDED), Method::GET, 1, false))]
+fn retry_budget_get_extended(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
 #[bench::instant(prepare(fixtures::retry_budget(INSTANT), Method::POST, 1, false))]
 fn retry_budget_post(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
@@ -211,6 +230,8 @@ library_benchmark_group!(
         retry_budget_get_pending,
         retry_budget_get_when_retried,
         retry_budget_get_when_retried_pending,
+        tower_retry_extended,
+        retry_budget_get_extended,
         retry_budget_post,
         retry_budget_post_pending
     ]

@@ -12,6 +12,7 @@
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
+use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -57,6 +58,30 @@ pub type Instant200 = Ready<Result<Response<()>, Infallible>>;
 /// An inner service answering 200 at once.
 pub fn ok_at_once(_req: Request<()>) -> Instant200 {
     ready(Ok(Response::new(())))
+}
+
+/// What a connector tells about the connection a response came on: the
+/// shape of `hyper_util`'s `HttpInfo` (two socket addresses), which its
+/// legacy client puts in the extensions of every response over its
+/// `HttpConnector`.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionInfo {
+    /// The peer's address.
+    pub remote: SocketAddr,
+    /// The local address.
+    pub local: SocketAddr,
+}
+
+/// An inner service answering 200 at once, its response carrying a
+/// [`ConnectionInfo`] as `hyper_util`'s legacy client's responses carry
+/// `HttpInfo`: the extension map a report goes into already exists.
+pub fn ok_with_extension(_req: Request<()>) -> Instant200 {
+    let mut response = Response::new(());
+    response.extensions_mut().insert(ConnectionInfo {
+        remote: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        local: SocketAddr::from(([127, 0, 0, 1], 50_000)),
+    });
+    ready(Ok(response))
 }
 
 /// A future that is pending once (it wakes its waker at once, as an I/O
@@ -193,7 +218,7 @@ pub struct Ratio {
 }
 
 /// The ratios both benches print, by variant name.
-pub const RATIOS: [Ratio; 8] = [
+pub const RATIOS: [Ratio; 9] = [
     Ratio {
         numerator: "retry_budget_get",
         denominator: "tower_retry",
@@ -241,5 +266,11 @@ pub const RATIOS: [Ratio; 8] = [
         denominator: "tower_retry_pending",
         goal: None,
         meaning: "what tower's own timeout costs",
+    },
+    Ratio {
+        numerator: "retry_budget_get_extended",
+        denominator: "tower_retry_extended",
+        goal: None,
+        meaning: "instant GET, report delivered, the response already carrying an extension as hyper-util's do",
     },
 ];
