@@ -120,7 +120,7 @@ pub async fn handle(
         .and_then(|v| v.trim().parse::<u32>().ok());
     let once = if incoming_attempt.is_some_and(|n| n > 1) && !proxy.config.retry_retries {
         Some(Once::AlreadyARetry)
-    } else if !is_safe(&parts.method) && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
+    } else if !parts.method.is_safe() && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
         Some(Once::Write)
     } else {
         None
@@ -158,7 +158,7 @@ pub async fn handle(
     if let Some(allowed) = allowed {
         extensions.insert(CallerDeadline { allowed });
     }
-    if once.is_none() && !is_safe(&parts.method) {
+    if once.is_none() && !parts.method.is_safe() {
         // A write with an Idempotency-Key: the caller says every copy is
         // the same operation.
         extensions.insert(Idempotent);
@@ -242,14 +242,6 @@ fn policy_of(
             .map_err(Refused::Invalid);
     }
     Ok(policy)
-}
-
-/// GET, HEAD, OPTIONS, TRACE (RFC 9110 §9.2.1).
-fn is_safe(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    )
 }
 
 /// Turns the caller's request head into the upstream's.
@@ -436,11 +428,5 @@ mod tests {
             Err(Refused::DeadlineSpent(PolicyError::ZeroBudget)),
             "the core's answer to a spent deadline"
         );
-    }
-
-    #[test]
-    fn safe_methods() {
-        assert!(is_safe(&Method::GET) && is_safe(&Method::HEAD));
-        assert!(!is_safe(&Method::POST) && !is_safe(&Method::DELETE));
     }
 }

@@ -163,14 +163,6 @@ impl<S: fmt::Debug, K: FlightKey + fmt::Debug> fmt::Debug for SingleFlight<S, K>
     }
 }
 
-/// Whether a method is safe (RFC 9110 §9.2.1): only those are coalesced.
-fn is_safe(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    )
-}
-
 impl<S, K, ReqB, ResB> Service<Request<ReqB>> for SingleFlight<S, K>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>> + Clone + Send + 'static,
@@ -191,7 +183,8 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         let (parts, body) = request.into_parts();
-        let key = if is_safe(&parts.method) {
+        // Only safe methods (RFC 9110 §9.2.1) are coalesced.
+        let key = if parts.method.is_safe() {
             self.key.key(&parts)
         } else {
             None
