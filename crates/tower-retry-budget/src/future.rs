@@ -628,11 +628,9 @@ where
         S: Clone,
         B: Clone,
     {
-        // The common case, looked at first: nothing in the request to look
-        // for, nothing shared, nobody listening, no reservation for the
-        // layers below, no seeded jitter (whose seeds follow the actions).
+        // The common case, looked at first (see `Config::settle`).
         if config.plain_first && request.extensions().is_empty() && !crate::trace::listening() {
-            return Self::on_policy_word(inner, config, request, None);
+            return Self::on_policy_word(inner, config, request, None, None);
         }
         Self::start_with_extras(inner, config, request)
     }
@@ -665,30 +663,15 @@ where
             (Extras::of(&mut request, config, hold_off), store_down)
         };
         let (listening, shared) = Ctx::<S, B>::hearing(config, extras.as_deref());
-        // Nobody hears the trail, nothing is shared, nothing below reads the
-        // reservation, no seeded jitter (whose seeds follow the actions): the
-        // first attempt starts on the policy's word, and the `Action` is
-        // created only if something needs it.
-        let deferred = !listening
-            && !shared
-            && !config.attempt_deadlines
-            && config.seeds.is_none()
-            && !store_down;
-        if deferred
-            && matches!(
-                config.policy.first_attempt(),
-                Decision::AwaitResponse { .. }
-            )
-        {
+        // Nobody hears the trail and nothing is shared (see
+        // `Config::settle`): the first attempt starts on the policy's word,
+        // and the `Action` is created only if something needs it.
+        if config.defers_first && !listening && !shared && !store_down {
             let cancelled = extras
                 .as_mut()
                 .and_then(|e| e.cancel.take())
                 .map(|token| Box::pin(token.cancelled_owned()));
-            let mut this = Self::on_policy_word(inner, config, request, extras);
-            if let Kind::Budgeted { attempts } = &mut this.kind {
-                attempts.cancelled = cancelled;
-            }
-            return this;
+            return Self::on_policy_word(inner, config, request, extras, cancelled);
         }
         let mut this = Self {
             kind: Kind::Budgeted {
@@ -720,6 +703,7 @@ where
         config: &Arc<Config>,
         request: Request<B>,
         extras: Option<Box<Extras>>,
+        cancelled: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
     ) -> Self
     where
         S: Clone,
@@ -743,7 +727,7 @@ where
                         armed: false,
                     },
                     timer: None,
-                    cancelled: None,
+                    cancelled,
                     ctx: Ctx {
                         action: LazyAction(None),
                         started_lazily: true,

@@ -57,8 +57,12 @@ pub(crate) struct Config {
     pub(crate) report_mode: ReportMode,
     /// Whether every attempt carries an [`AttemptDeadline`](crate::AttemptDeadline).
     pub(crate) attempt_deadlines: bool,
+    /// Whether a first attempt may start on the policy's word when nobody
+    /// listens and nothing is shared for its request (see
+    /// [`Config::settle`]).
+    pub(crate) defers_first: bool,
     /// Whether a plain request's first attempt starts on the policy's word
-    /// (see [`Config::settle`]): worked out once, not per request.
+    /// (see [`Config::settle`]). Both are worked out once, not per request.
     pub(crate) plain_first: bool,
 }
 
@@ -121,6 +125,7 @@ impl Config {
             observer: None,
             report_mode: ReportMode::default(),
             attempt_deadlines: false,
+            defers_first: false,
             plain_first: false,
         };
         config.settle();
@@ -128,19 +133,24 @@ impl Config {
     }
 
     /// Works out what follows from the whole configuration, after any
-    /// change: whether a plain request's first attempt (nothing in its
-    /// extensions, no `tracing` subscriber) starts on the policy's word,
-    /// with no `Action` until one is needed. That needs nothing shared or
-    /// heard under this layer (no client budget, hold-off map, observer,
-    /// attempt deadlines or seeded jitter, whose seeds follow the actions)
-    /// and a policy that sends a first attempt at all.
+    /// change: when a first attempt starts on the policy's word, with no
+    /// `Action` until one is needed.
+    ///
+    /// It may when the policy sends a first attempt at all, nothing below
+    /// reads the reservation (no attempt deadlines) and the jitter is not
+    /// seeded (the seeds follow the actions), and then for a request that
+    /// nobody listens to and that shares nothing (`defers_first`). A plain
+    /// request (nothing in its extensions, no `tracing` subscriber) under a
+    /// layer with no client budget, hold-off map or observer always does
+    /// (`plain_first`).
     fn settle(&mut self) {
-        self.plain_first = self.budget.is_none()
-            && self.hold_off.is_none()
-            && self.observer.is_none()
+        self.defers_first = !self.attempt_deadlines
             && self.seeds.is_none()
-            && !self.attempt_deadlines
             && matches!(self.policy.first_attempt(), Decision::AwaitResponse { .. });
+        self.plain_first = self.defers_first
+            && self.budget.is_none()
+            && self.hold_off.is_none()
+            && self.observer.is_none();
     }
 
     /// A new action under this configuration.
