@@ -351,3 +351,65 @@ impl<S> Layer<S> for RetryBudgetLayer {
         RetryBudget::from_config(inner, self.config.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use retry_budget::{Event, Ratio};
+
+    use super::*;
+    use crate::observer::ActionId;
+    use crate::ClientBudget;
+
+    struct Quiet;
+
+    impl Observer for Quiet {
+        fn on_event(&self, _: ActionId, _: &Event) {}
+    }
+
+    /// `(defers_first, plain_first)` of a layer.
+    fn deferral(layer: &RetryBudgetLayer) -> (bool, bool) {
+        (layer.config.defers_first, layer.config.plain_first)
+    }
+
+    #[test]
+    fn the_deferral_follows_every_change_of_the_configuration() {
+        let plain = RetryBudgetLayer::new(Policy::default());
+        assert_eq!(deferral(&plain), (true, true));
+        assert_eq!(deferral(&RetryBudgetLayer::default()), (true, true));
+        // Shared or heard: a request may still defer if it shares nothing
+        // and nobody hears it, but no request is plain.
+        let budget = ClientBudget::new(Ratio::new(1, 10).unwrap(), 1, Duration::from_secs(10))
+            .expect("a valid budget");
+        assert_eq!(
+            deferral(&plain.clone().client_budget(budget)),
+            (true, false)
+        );
+        assert_eq!(
+            deferral(&plain.clone().hold_off(HoldOff::default())),
+            (true, false)
+        );
+        assert_eq!(deferral(&plain.clone().observer(Quiet)), (true, false));
+        // Read below, or seeded: every action has its `Action` from the start.
+        assert_eq!(deferral(&plain.clone().attempt_deadlines()), (false, false));
+        assert_eq!(deferral(&plain.clone().jitter_seed(7)), (false, false));
+        // Any policy that sends a first attempt: one that never retries too.
+        let once = Policy::builder().max_attempts(1).build().unwrap();
+        assert_eq!(deferral(&RetryBudgetLayer::new(once)), (true, true));
+        // Changes that decide nothing of it keep it.
+        assert_eq!(
+            deferral(&plain.clone().report_mode(ReportMode::WhenRetried)),
+            (true, true)
+        );
+        // A clone shared by a service is copied, not changed, by a later
+        // change.
+        let shared = plain.clone();
+        let _service = shared.layer(tower::service_fn(|_: http::Request<()>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(()))
+        }));
+        let seeded = shared.jitter_seed(1);
+        assert_eq!(deferral(&seeded), (false, false));
+        assert_eq!(deferral(&plain), (true, true));
+    }
+}
