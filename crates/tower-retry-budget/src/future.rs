@@ -213,13 +213,9 @@ impl<S, B> Ctx<S, B> {
     /// Past any other decision (never the case while an attempt is in
     /// flight) the timer fires at once and the core is told.
     fn attempt_deadline(&self) -> Duration {
-        let decision = match &self.action.0 {
-            Some(action) => action.decision(),
-            None => self.config.policy.first_attempt(),
-        };
-        match decision {
-            Decision::AwaitResponse { deadline, .. } => deadline,
-            Decision::StartNow | Decision::WaitUntil(_) | Decision::Stop(_) => Duration::ZERO,
+        match &self.action.0 {
+            Some(action) => deadline_of(action.decision()),
+            None => deadline_of(self.config.policy.first_attempt()),
         }
     }
 
@@ -388,19 +384,11 @@ impl<S, B> Ctx<S, B> {
         response: &Response<ResB>,
         answer: &mut Option<FirstAnswer>,
     ) -> Decision {
-        // A first attempt started on the policy's word, answered with a
-        // status the core says ends the action whatever else it carries: no
-        // `Action` is ever created. If nobody asked for the report, nothing
-        // else is read (under a signal that takes the status as it is, not
-        // even the rest of the head; not the clock); if someone did, the
-        // core builds it from this answer.
-        let unasked = self.action.0.is_none() && self.report_unasked();
-        if unasked {
-            if let Some(outcome) = self
-                .config
-                .status_as_is(response.status())
-                .and_then(|status| self.config.policy.ends_first_attempt(status))
+        if self.action.0.is_none() {
+            if let Some((outcome, first)) =
+                first_ending(&self.config, &mut self.clock, self.unasked, response)
             {
+                *answer = first;
                 return Decision::Stop(outcome);
             }
         }
@@ -408,29 +396,6 @@ impl<S, B> Ctx<S, B> {
             .config
             .read(response.status(), response.headers())
             .into_parts();
-        if let (true, Some(outcome)) = (
-            self.action.0.is_none(),
-            self.config.policy.ends_first_attempt(status),
-        ) {
-            if unasked {
-                return Decision::Stop(outcome);
-            }
-            if translated.is_none() {
-                let calendar = if retry_after.needs_calendar() {
-                    self.config.calendar_reading(response.headers())
-                } else {
-                    None
-                };
-                let now = self.clock.now();
-                if let Some(first) =
-                    self.config
-                        .policy
-                        .first_answer(now, status, &retry_after, calendar)
-                {
-                    return Decision::Stop(answer.insert(first).outcome());
-                }
-            }
-        }
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a Unix time.
         let needs_calendar = retry_after.needs_calendar()
@@ -481,6 +446,99 @@ fn materialize<'a>(
     })
 }
 
+/// The deadline (elapsed) a decision gives the attempt in flight. Past any
+/// other decision (never the case while an attempt is in flight) the timer
+/// fires at once and the core is told.
+fn deadline_of(decision: Decision) -> Duration {
+    match decision {
+        Decision::AwaitResponse { deadline, .. } => deadline,
+        Decision::StartNow | Decision::WaitUntil(_) | Decision::Stop(_) => Duration::ZERO,
+    }
+}
+
+/// Whether the answer to a first attempt started on the policy's word, with
+/// no `Action`, ends the action, as the core says: `Some` with the outcome
+/// and, if someone asked for the report, the answer to build it from;
+/// `None` if the action must see the answer (an `Action` is then created).
+///
+/// A status the core says ends the action whatever else it carries needs
+/// nothing else read when nobody asked for the report (under a signal that
+/// takes the status as it is, not even the rest of the head; not the
+/// clock); otherwise the core builds the report from the answer.
+#[inline(always)]
+fn first_ending<ResB>(
+    config: &Config,
+    clock: &mut Clock,
+    unasked: bool,
+    response: &Response<ResB>,
+) -> Option<(retry_budget::Outcome, Option<FirstAnswer>)> {
+    if unasked {
+        if let Some(outcome) = config
+            .status_as_is(response.status())
+            .and_then(|status| config.policy.ends_first_attempt(status))
+        {
+            return Some((outcome, None));
+        }
+    }
+    let (status, retry_after, _, translated, _) = config
+        .read(response.status(), response.headers())
+        .into_parts();
+    let outcome = config.policy.ends_first_attempt(status)?;
+    if unasked {
+        return Some((outcome, None));
+    }
+    if translated.is_some() {
+        // What the signal translated is told to an `Action`.
+        return None;
+    }
+    let calendar = if retry_after.needs_calendar() {
+        config.calendar_reading(response.headers())
+    } else {
+        None
+    };
+    let answer = config
+        .policy
+        .first_answer(clock.now(), status, &retry_after, calendar)?;
+    Some((answer.outcome(), Some(answer)))
+}
+
+/// What a first attempt sent on the policy's word keeps besides its future
+/// and its timer ([`Kind::First`]).
+struct FirstParts<S, B> {
+    clock: Clock,
+    /// The clone of the inner service that would send a retry.
+    service: S,
+    /// The request to copy for a retry; `None` if none can follow.
+    template: Option<Request<B>>,
+    config: Arc<Config>,
+    /// Whether the timer was armed (at the attempt's first `Pending`).
+    armed: bool,
+    /// See [`Ctx::report_unasked`].
+    unasked: bool,
+    /// The answer was given to the caller.
+    done: bool,
+}
+
+impl<S: Clone, B> FirstParts<S, B> {
+    /// The context of the same action, for everything but the happy path:
+    /// an `Action` is created in it when first needed, replaying the start.
+    fn hand_over(&mut self) -> Ctx<S, B> {
+        Ctx {
+            action: LazyAction(None),
+            started_lazily: true,
+            clock: self.clock,
+            service: self.service.clone(),
+            template: self.template.take(),
+            config: self.config.clone(),
+            extras: None,
+            listening: false,
+            shared: false,
+            ended: false,
+            unasked: self.unasked,
+        }
+    }
+}
+
 pin_project! {
     /// The response future of [`RetryBudget`](crate::RetryBudget).
     pub struct ResponseFuture<S, B>
@@ -502,6 +560,19 @@ pin_project! {
         Passthrough {
             #[pin]
             future: S::Future,
+        },
+        /// A plain request's first attempt, sent on the policy's word: no
+        /// `Action`, nobody listening, nothing shared, no cancellation
+        /// token. Its answer usually ends the action; anything else (a
+        /// retry to wait for, a timeout, a failure) goes on under the
+        /// budget with a context made from these parts.
+        First {
+            #[pin]
+            future: S::Future,
+            // Created only if the attempt is pending when first polled.
+            #[pin]
+            timer: Option<Sleep>,
+            parts: FirstParts<S, B>,
         },
         /// Under the budget. Kept inline, as `tower::retry` keeps its
         /// state: an allocation per action costs more than the whole happy
@@ -630,7 +701,7 @@ where
     {
         // The common case, looked at first (see `Config::settle`).
         if config.plain_first && request.extensions().is_empty() && !crate::trace::listening() {
-            return Self::on_policy_word(inner, config, request, None, None);
+            return Self::first(inner, config, request);
         }
         Self::start_with_extras(inner, config, request)
     }
@@ -691,6 +762,42 @@ where
             }
         }
         this
+    }
+
+    /// Sends a plain request's first attempt on the policy's word
+    /// ([`Kind::First`]). Built at once in its final state: every move or
+    /// rewrite of this state costs more than the rest of the path.
+    #[inline(always)]
+    fn first(inner: &mut S, config: &Arc<Config>, request: Request<B>) -> Self
+    where
+        S: Clone,
+        B: Clone,
+    {
+        // A copy only if a retry can ever follow.
+        let template = config
+            .policy
+            .retry_may_follow_first()
+            .then(|| request::copy(&request));
+        // The clone serves the retries; the service made ready sends the
+        // first attempt.
+        let service = inner.clone();
+        let unasked = config.report_mode == ReportMode::WhenRetried;
+        let config = config.clone();
+        Self {
+            kind: Kind::First {
+                future: inner.call(request),
+                timer: None,
+                parts: FirstParts {
+                    clock: Clock::unread(),
+                    service,
+                    template,
+                    config,
+                    armed: false,
+                    unasked,
+                    done: false,
+                },
+            },
+        }
     }
 
     /// Sends the first attempt on the policy's word, with no `Action` yet
@@ -817,20 +924,133 @@ type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
 
 impl<S, B, ResB> Future for ResponseFuture<S, B>
 where
-    S: Service<Request<B>, Response = Response<ResB>>,
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
     B: Clone,
 {
     type Output = Output<ResB, S::Error>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.as_mut().project().kind.project() {
             KindProj::Passthrough { future } => future
                 .poll(cx)
                 .map_err(|e| Error::new(ErrorKind::Inner(e), None)),
+            KindProj::First {
+                future,
+                mut timer,
+                parts,
+            } => {
+                assert!(!parts.done, "ResponseFuture polled after completion");
+                parts.clock.new_poll();
+                let mut response = match future.poll(cx) {
+                    Poll::Ready(Ok(response)) => response,
+                    Poll::Ready(Err(error)) => {
+                        return Poll::Ready(Err(self.first_failed(ErrorKind::Inner(error))))
+                    }
+                    Poll::Pending => {
+                        if !parts.armed {
+                            parts.armed = true;
+                            let deadline = deadline_of(parts.config.policy.first_attempt());
+                            arm(timer.as_mut(), parts.clock.at(deadline));
+                        }
+                        if !fired(timer.as_mut(), cx) {
+                            return Poll::Pending;
+                        }
+                        // Past the deadline: the attempt is abandoned.
+                        return Poll::Ready(Err(self.first_failed(ErrorKind::AttemptTimeout)));
+                    }
+                };
+                match first_ending(&parts.config, &mut parts.clock, parts.unasked, &response) {
+                    // The common ending: the answered attempt stays (dropped
+                    // with the future), the parts are marked done.
+                    Some((_, answer)) => {
+                        parts.done = true;
+                        if let Some(answer) = answer {
+                            parts.report(&mut response, answer);
+                        }
+                        Poll::Ready(Ok(response))
+                    }
+                    None => self.first_goes_on(response, cx),
+                }
+            }
             KindProj::Budgeted { attempts } => attempts.poll(cx),
             KindProj::Ended { error } => Poll::Ready(Err(error
                 .take()
                 .expect("ResponseFuture polled after completion"))),
+        }
+    }
+}
+
+impl<S, B, ResB> ResponseFuture<S, B>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    B: Clone,
+{
+    /// A first attempt sent on the policy's word failed or timed out: the
+    /// core is told (an `Action` is created for it), and the future ends.
+    #[inline(never)]
+    fn first_failed(mut self: Pin<&mut Self>, kind: ErrorKind<S::Error>) -> Error<S::Error> {
+        let KindProj::First { parts, .. } = self.as_mut().project().kind.project() else {
+            unreachable!("called in the First state")
+        };
+        let mut ctx = parts.hand_over();
+        match kind {
+            ErrorKind::AttemptTimeout => ctx.step(|action, now| action.attempt_timed_out(now)),
+            _ => ctx.step(|action, now| action.transport_failed(now)),
+        };
+        let error = ctx.finish_error(kind);
+        self.project().kind.set(Kind::Ended { error: None });
+        error
+    }
+
+    /// A first attempt sent on the policy's word was answered with what the
+    /// action must see (a status the policy retries, a 429): it goes on
+    /// under the budget, or ends as the core says.
+    #[inline(never)]
+    fn first_goes_on(
+        mut self: Pin<&mut Self>,
+        mut response: Response<ResB>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Output<ResB, S::Error>> {
+        let KindProj::First { parts, .. } = self.as_mut().project().kind.project() else {
+            unreachable!("called in the First state")
+        };
+        let mut ctx = parts.hand_over();
+        let mut answer = None;
+        let decision = ctx.response(&response, &mut answer);
+        if let Decision::WaitUntil(until) = decision {
+            let timer = ctx.clock.at(until).map(tokio::time::sleep_until);
+            self.as_mut().project().kind.set(Kind::Budgeted {
+                attempts: Attempts {
+                    state: State::Waiting {
+                        response: Some(crate::held::compact(response)),
+                    },
+                    timer,
+                    cancelled: None,
+                    ctx,
+                },
+            });
+            let KindProj::Budgeted { attempts } = self.project().kind.project() else {
+                unreachable!("just set")
+            };
+            return attempts.poll(cx);
+        }
+        ctx.finish_response(&mut response, answer);
+        self.project().kind.set(Kind::Ended { error: None });
+        Poll::Ready(Ok(response))
+    }
+}
+
+impl<S: Clone, B> FirstParts<S, B> {
+    /// Puts the report of a first answer that ended the action in its
+    /// response: straight in if nothing else wants it, otherwise through
+    /// the ending's general path (a layer below waiting for it).
+    #[inline(always)]
+    fn report<ResB>(&mut self, response: &mut Response<ResB>, answer: FirstAnswer) {
+        if response.extensions().is_empty() {
+            let report = answer.into_report(&self.config.policy);
+            response.extensions_mut().insert(report);
+        } else {
+            self.hand_over().finish_response(response, Some(answer));
         }
     }
 }

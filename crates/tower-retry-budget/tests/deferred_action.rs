@@ -180,3 +180,79 @@ async fn a_deferred_first_attempt_that_times_out_is_reported_with_its_deadline()
     assert_eq!(report.outcome, Outcome::AttemptTimeout);
     assert_eq!(report.elapsed, secs(2));
 }
+
+/// The connection failed: what the inner service's error is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Refused;
+
+/// A deferred first attempt that fails in transport is reported as an
+/// action started with its `Action`, and keeps the inner error.
+#[tokio::test(start_paused = true)]
+async fn a_deferred_first_attempt_that_fails_reports_as_an_action_would() {
+    async fn fail(layer: RetryBudgetLayer) -> Error<Refused> {
+        let mut client = layer.layer(tower::service_fn(|_: Request<()>| async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Err::<Response<()>, _>(Refused)
+        }));
+        ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
+        let mut future = task::spawn(client.call(get()));
+        assert_pending!(future.poll());
+        advance(Duration::from_millis(700)).await;
+        assert_ready!(future.poll()).unwrap_err()
+    }
+    let deferred = fail(RetryBudgetLayer::new(Policy::default())).await;
+    let told = Reports::default();
+    let eager = fail(RetryBudgetLayer::new(Policy::default()).observer(told.clone())).await;
+    assert_eq!(deferred.inner(), Some(&Refused));
+    assert_eq!(deferred.outcome(), Outcome::TransportError);
+    assert_eq!(deferred.report(), eager.report());
+    assert_eq!(
+        deferred.report().map(|r| r.elapsed),
+        Some(Duration::from_millis(700))
+    );
+    assert_eq!(told.0.lock().unwrap().len(), 1);
+}
+
+/// What a connector puts in its responses (as hyper-util's `HttpInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Connection(u16);
+
+/// A first answer whose response already carries extensions gets its report
+/// beside them, the same as an action started with its `Action` gives.
+#[tokio::test(start_paused = true)]
+async fn a_first_answer_with_extensions_keeps_them_beside_its_report() {
+    async fn answer(layer: RetryBudgetLayer) -> Response<()> {
+        let mut client = layer.layer(tower::service_fn(|_: Request<()>| async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut response = Response::new(());
+            response.extensions_mut().insert(Connection(8080));
+            Ok::<_, Infallible>(response)
+        }));
+        ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
+        let mut future = task::spawn(client.call(get()));
+        assert_pending!(future.poll());
+        advance(Duration::from_millis(300)).await;
+        assert_ready!(future.poll()).unwrap()
+    }
+    let deferred = answer(RetryBudgetLayer::new(Policy::default())).await;
+    let eager = answer(RetryBudgetLayer::new(Policy::default()).observer(Reports::default())).await;
+    assert_eq!(
+        deferred.extensions().get::<Connection>(),
+        Some(&Connection(8080))
+    );
+    assert_eq!(report_of(&deferred), report_of(&eager));
+    assert_eq!(report_of(&deferred).elapsed, Duration::from_millis(300));
+}
+
+/// A future that gave its answer panics if polled again, as tower's
+/// futures may: it does not poll the inner service's future again.
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "polled after completion")]
+async fn a_first_answer_polled_again_panics() {
+    let mut client = RetryBudgetLayer::new(Policy::default())
+        .layer(Scripted::new(vec![Step::new(0.0, 200, None)]));
+    ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
+    let mut future = task::spawn(client.call(get()));
+    assert_ready!(future.poll()).unwrap();
+    let _ = future.poll();
+}
