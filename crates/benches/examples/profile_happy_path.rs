@@ -11,7 +11,9 @@
 //! ```
 //!
 //! `VARIANT`: `get` (the default report), `when_retried`, `post`,
-//! `tower_retry`, `tower_retry_timeout`, `bare`. Two runs with different `N`
+//! `tower_retry`, `tower_retry_timeout`, `bare`; and, answered at once with
+//! a response that carries an extension, `get_extended` and
+//! `tower_retry_extended`. Two runs with different `N`
 //! give the per-call count by difference (the requests are built inside the
 //! loop here, the same in every variant).
 use std::process::ExitCode;
@@ -74,6 +76,28 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let extended = retry_budget_benches::ok_with_extension;
+    match variant.as_str() {
+        "get_extended" if !pending => {
+            run(
+                retry_budget_benches::retry_budget(extended),
+                Method::GET,
+                1,
+                n,
+            );
+            return ExitCode::SUCCESS;
+        }
+        "tower_retry_extended" if !pending => {
+            run(
+                retry_budget_benches::tower_retry(extended),
+                Method::GET,
+                1,
+                n,
+            );
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
     if pending {
         variant!(variant.as_str(), ok_after_pending, 2, n);
     } else {

@@ -319,29 +319,20 @@ impl<S, B> Ctx<S, B> {
         }
         let answer = match answer {
             // The common report: built by the core from the first answer,
-            // for no slot, no observer and no layer below, straight into
-            // the response (a report is large: each move is a copy).
-            Some(answer)
-                if self.action.0.is_none()
-                    && self.extras.is_none()
-                    && response.extensions().is_empty() =>
-            {
-                let report = answer.into_report(&self.config.policy);
-                response.extensions_mut().insert(report);
+            // for no slot and no observer, straight into the response (a
+            // report is large: each move is a copy).
+            Some(answer) if self.action.0.is_none() && self.extras.is_none() => {
+                deliver(
+                    response,
+                    answer.into_report(&self.config.policy),
+                    &self.clock,
+                );
                 return;
             }
             other => other,
         };
-        let report = self.conclude(answer);
-        // A layer below watches the body for a late status and has no slot
-        // of the caller's to correct: it gets a copy.
-        if let (Some(late), Some(report)) =
-            (response.extensions_mut().remove::<LateReport>(), &report)
-        {
-            late.0.fill(report.clone(), self.clock.origin_if_read());
-        }
-        if let Some(report) = report {
-            response.extensions_mut().insert(report);
+        if let Some(report) = self.conclude(answer) {
+            deliver(response, report, &self.clock);
         }
     }
 
@@ -1042,16 +1033,14 @@ where
 
 impl<S: Clone, B> FirstParts<S, B> {
     /// Puts the report of a first answer that ended the action in its
-    /// response: straight in if nothing else wants it, otherwise through
-    /// the ending's general path (a layer below waiting for it).
+    /// response (built by the core from the answer).
     #[inline(always)]
-    fn report<ResB>(&mut self, response: &mut Response<ResB>, answer: FirstAnswer) {
-        if response.extensions().is_empty() {
-            let report = answer.into_report(&self.config.policy);
-            response.extensions_mut().insert(report);
-        } else {
-            self.hand_over().finish_response(response, Some(answer));
-        }
+    fn report<ResB>(&self, response: &mut Response<ResB>, answer: FirstAnswer) {
+        deliver(
+            response,
+            answer.into_report(&self.config.policy),
+            &self.clock,
+        );
     }
 }
 
@@ -1258,6 +1247,19 @@ where
         });
         Poll::Ready(None)
     }
+}
+
+/// Puts an action's report in its response. A layer below that watches the
+/// body for a late status, and has no slot of the caller's to correct, gets
+/// a copy first.
+#[inline(always)]
+fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &Clock) {
+    if !response.extensions().is_empty() {
+        if let Some(late) = response.extensions_mut().remove::<LateReport>() {
+            late.0.fill(report.clone(), clock.origin_if_read());
+        }
+    }
+    response.extensions_mut().insert(report);
 }
 
 /// The action stopped between attempts: the last response held during the
