@@ -27,6 +27,15 @@
 //! start at elapsed zero, so that the trail is the one it would have had
 //! (`tests/deferred_action.rs` runs the same scripts both ways).
 //!
+//! A plain request (nothing in its extensions, no `tracing` subscriber, a
+//! layer with nothing shared or heard: `Config::settle`) goes further: its
+//! first attempt is a variant of its own, `Kind::First`, holding the
+//! attempt's future, its timer and the few parts a context is made from,
+//! and nothing else to set up, poll or drop. Its answer usually ends the
+//! action (`first_ending`, shared with [`Ctx::response`]); a retry to wait
+//! for, a failure or a timeout hands the parts over to a [`Ctx`] under the
+//! budget (`FirstParts::hand_over`), which goes on as above.
+//!
 //! No task is spawned. Dropping the future is the caller leaving: the attempt
 //! in flight is dropped with it, the core is told, and nothing continues in
 //! the background.

@@ -86,8 +86,8 @@ pub enum ReportMode {
     /// request) or an [`Observer`] watches. A response to a first attempt
     /// that ended the action carries none: no report is built and no clock
     /// is read. That saves the report's allocations (its box and, if the
-    /// response has none yet, its extension map): about 1,140 instructions
-    /// of the 4,330 a GET answered at once costs with it (`BENCHMARKS.md`).
+    /// response has none yet, its extension map): about 1,130 instructions
+    /// of the 4,230 a GET answered at once costs with it (`BENCHMARKS.md`).
     /// Errors always carry their report.
     WhenRetried,
 }

@@ -72,8 +72,8 @@
 //! built and no clock is read. The per-attempt timer is created only if the
 //! attempt is still pending when first polled. Per call, in instructions
 //! (one run of the bench in `BENCHMARKS.md`): a GET answered at once costs
-//! 1.45 times `tower::retry` with its report, 1.07 times without; a GET
-//! answered after one pending poll 1.38 and 1.06 times `tower::retry` over
+//! 1.42 times `tower::retry` with its report, 1.04 times without; a GET
+//! answered after one pending poll 1.36 and 1.04 times `tower::retry` over
 //! `tower::timeout`; a POST 1.08 times the bare service.
 //!
 //! | file | job |
