@@ -801,10 +801,11 @@ where
     }
 
     /// Sends the first attempt on the policy's word, with no `Action` yet
-    /// (see [`Ctx::action`]): nobody hears the trail and nothing is shared.
-    /// Built at once in its final state: every move or rewrite of this
-    /// state costs more than the rest of the path.
-    #[inline(always)]
+    /// (see [`Ctx::action`]), for a request that carries something (a
+    /// cancellation token, a slot for the report) while nobody hears the
+    /// trail and nothing is shared: the plain start ([`first`](Self::first)),
+    /// put under the budget before it is first polled (nothing in it is
+    /// pinned yet).
     fn on_policy_word(
         inner: &mut S,
         config: &Arc<Config>,
@@ -816,21 +817,15 @@ where
         S: Clone,
         B: Clone,
     {
-        // A copy only if a retry can ever follow.
-        let template = config
-            .policy
-            .retry_may_follow_first()
-            .then(|| request::copy(&request));
-        // The clone serves the retries; the service made ready sends the
-        // first attempt.
-        let service = inner.clone();
+        let Kind::First { future, parts, .. } = Self::first(inner, config, request).kind else {
+            unreachable!("`first` starts a `Kind::First`")
+        };
         let unasked = Ctx::<S, B>::unasked(config, extras.as_deref());
-        let config = config.clone();
         Self {
             kind: Kind::Budgeted {
                 attempts: Attempts {
                     state: State::InFlight {
-                        future: inner.call(request),
+                        future,
                         armed: false,
                     },
                     timer: None,
@@ -838,10 +833,10 @@ where
                     ctx: Ctx {
                         action: LazyAction(None),
                         started_lazily: true,
-                        clock: Clock::unread(),
-                        service,
-                        template,
-                        config,
+                        clock: parts.clock,
+                        service: parts.service,
+                        template: parts.template,
+                        config: parts.config,
                         extras,
                         listening: false,
                         shared: false,
