@@ -39,7 +39,7 @@
 //! Three further inputs let a caller that runs many actions keep them from
 //! turning one limit into a stampede, each still decided here:
 //!
-//! * **jitter** on the local fallback wait ([`Jitter`](crate::Jitter) in the
+//! * **jitter** on the local fallback wait ([`Jitter`] in the
 //!   policy, drawn from this action's own seeded generator, see
 //!   [`Action::with_seed`]); a server's delay is never shortened (an
 //!   opt-in [spread](crate::PolicyBuilder::spread) only lengthens it);

@@ -65,7 +65,8 @@ impl Report {
         status: u16,
         from: impl Into<String>,
     ) -> bool {
-        if self.outcome != Outcome::Success || (200..400).contains(&status) {
+        if self.outcome != Outcome::Success || Outcome::of_final_status(status) == Outcome::Success
+        {
             return false;
         }
         let (last_at, budget_end) = self

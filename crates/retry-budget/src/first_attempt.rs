@@ -34,9 +34,11 @@ use crate::{Action, Decision, Outcome, Policy, Report, RetryAfter, Trail};
 
 impl Policy {
     /// What a new action answers when its first attempt starts at elapsed
-    /// zero: [`Decision::AwaitResponse`] with the attempt cap as deadline, or
-    /// [`Decision::Stop`] if the cap does not fit the budget (a budget
-    /// shrunk by [`Policy::within`]).
+    /// zero: [`Decision::AwaitResponse`] with the attempt cap as deadline.
+    /// (A policy with no room for a first attempt would answer
+    /// [`Decision::Stop`], as the `Action` does; the builder refuses one, a
+    /// cap over the budget or zero attempts, but an adapter obeys the
+    /// answer rather than assume it.)
     #[inline]
     pub fn first_attempt(&self) -> Decision {
         match Action::may_start_at(self, 0, Duration::ZERO) {
@@ -95,10 +97,10 @@ impl Policy {
 /// (see [`Policy::first_answer`]); its report is built when asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirstAnswer {
-    at: Duration,
-    status: u16,
-    outcome: Outcome,
-    retry_after: RetryAfterSeen,
+    pub(crate) at: Duration,
+    pub(crate) status: u16,
+    pub(crate) outcome: Outcome,
+    pub(crate) retry_after: RetryAfterSeen,
 }
 
 impl FirstAnswer {
@@ -111,21 +113,19 @@ impl FirstAnswer {
     /// started at zero, this response, the stop (written out when its
     /// trail is first read).
     pub fn into_report(self, policy: &Policy) -> Report {
+        let (at, status, outcome) = (self.at, self.status, self.outcome);
         let events = Trail::first_answer(FirstFacts {
-            at: self.at,
+            answer: self,
             budget: policy.total_budget(),
             cap: policy.attempt_cap(),
-            status: self.status,
-            retry_after: self.retry_after,
-            outcome: self.outcome,
         });
         Report {
-            outcome: self.outcome,
-            last_status: Some(self.status),
+            outcome,
+            last_status: Some(status),
             attempts_started: 1,
             max_attempts: policy.max_attempts(),
-            elapsed: self.at,
-            request_time: self.at,
+            elapsed: at,
+            request_time: at,
             wait_time: Duration::ZERO,
             server_requested_wait: None,
             attempt_cap: policy.attempt_cap(),
@@ -155,7 +155,7 @@ mod tests {
                     .unwrap(),
             );
         }
-        // A caller's deadline shorter than the cap: no first attempt fits.
+        // A caller's deadline shorter than the cap: the cap shrinks with it.
         all.push(Policy::default().within(s(1)).unwrap());
         all.push(
             Policy::builder()

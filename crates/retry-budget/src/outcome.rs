@@ -48,7 +48,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// How a response the policy does not retry ends an action: `success`
-    /// for 1xx to 3xx (the service answered), `not_retryable` otherwise.
+    /// for 2xx and 3xx (the service answered), `not_retryable` otherwise.
     #[inline]
     pub const fn of_final_status(status: u16) -> Self {
         if status >= 200 && status < 400 {

@@ -9,7 +9,7 @@
 //! type only keeps that choice out of the public API (it reads as a slice).
 //!
 //! The report of a first answer that ended an action with no `Action`
-//! ([`FirstAnswer`](crate::FirstAnswer), a layer's happy path) keeps the
+//! ([`FirstAnswer`], a layer's happy path) keeps the
 //! facts its three events are made of, and writes the events out the first
 //! time the trail is read: most such reports are never read, and building
 //! and dropping three events is most of what the report costs.
@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use smallvec::SmallVec;
 
-use crate::trail::{EventKind, RetryAfterSeen};
-use crate::{Event, Outcome};
+use crate::trail::EventKind;
+use crate::{Event, FirstAnswer};
 
 /// Events kept inline before the trail moves to the heap.
 const INLINE: usize = 3;
@@ -74,20 +74,22 @@ impl Default for Repr {
 /// attempt started at zero with the policy's cap, the response, the stop.
 #[derive(Debug, Clone)]
 pub(crate) struct FirstFacts {
-    /// When the response came.
-    pub(crate) at: Duration,
+    pub(crate) answer: FirstAnswer,
     /// The policy's total budget (for each event's remaining budget).
     pub(crate) budget: Duration,
     /// The policy's per-attempt cap (the first attempt's reservation).
     pub(crate) cap: Duration,
-    pub(crate) status: u16,
-    pub(crate) retry_after: RetryAfterSeen,
-    pub(crate) outcome: Outcome,
 }
 
 impl FirstFacts {
     /// The three events, as the `Action` would have recorded them.
     fn events(&self) -> [Event; INLINE] {
+        let FirstAnswer {
+            at,
+            status,
+            outcome,
+            ref retry_after,
+        } = self.answer;
         let event = |at: Duration, kind| Event {
             at,
             remaining_budget: self.budget.saturating_sub(at),
@@ -102,19 +104,14 @@ impl FirstFacts {
                 },
             ),
             event(
-                self.at,
+                at,
                 EventKind::Response {
                     attempt: 1,
-                    status: self.status,
-                    retry_after: self.retry_after.clone(),
+                    status,
+                    retry_after: retry_after.clone(),
                 },
             ),
-            event(
-                self.at,
-                EventKind::Stopped {
-                    outcome: self.outcome,
-                },
-            ),
+            event(at, EventKind::Stopped { outcome }),
         ]
     }
 }

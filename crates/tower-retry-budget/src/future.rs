@@ -9,10 +9,6 @@
 //! | `Readying` | the last response | the latest start |
 //! | `Done` | nothing | unused |
 //!
-//! An action that ends with a response leaves its answered attempt in
-//! `InFlight` and marks the context ended ([`Ctx`]'s `ended`): the attempt
-//! is dropped with the future, not once more before it.
-//!
 //! One [`Sleep`], created the first time it is needed, serves the three in
 //! turn. Every decision comes from the core [`Action`]: this file tells it
 //! what happened and when ([`Ctx::step`], which also hands the client's
@@ -131,7 +127,7 @@ pub(crate) struct Ctx<S, B> {
     /// The core's state machine: boxed, and created when first needed (see
     /// [`Ctx::action`]); an action whose first answer ends it unobserved
     /// never needs one.
-    action: LazyAction,
+    action: Option<Box<Action>>,
     /// The first attempt was started on the policy's word
     /// ([`Policy::first_attempt`](retry_budget::Policy::first_attempt)),
     /// with no `Action` yet: the one created later replays that start.
@@ -152,30 +148,6 @@ pub(crate) struct Ctx<S, B> {
     /// or a hold-off map): if not, a step does not ask the core for the
     /// effects on it.
     shared: bool,
-    /// The action ended with a response: the state is left as it was (an
-    /// answered attempt), dropped with the future.
-    ended: bool,
-    /// See [`Ctx::report_unasked`].
-    unasked: bool,
-}
-
-/// The core's [`Action`], boxed and created when first needed. Its drop
-/// is kept out of line: most actions never create one, and their drop only
-/// looks.
-struct LazyAction(Option<Box<Action>>);
-
-impl Drop for LazyAction {
-    #[inline]
-    fn drop(&mut self) {
-        if let Some(action) = self.0.take() {
-            drop_action(action);
-        }
-    }
-}
-
-#[inline(never)]
-fn drop_action(action: Box<Action>) {
-    drop(action);
 }
 
 /// How an action ended, besides its report.
@@ -185,9 +157,8 @@ impl<S, B> Ctx<S, B> {
     #[inline(always)]
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
         let (listening, shared) = Self::hearing(&config, extras.as_deref());
-        let unasked = Self::unasked(&config, extras.as_deref());
         Self {
-            action: LazyAction(None),
+            action: None,
             started_lazily: false,
             clock: Clock::unread(),
             service,
@@ -196,8 +167,6 @@ impl<S, B> Ctx<S, B> {
             extras,
             listening,
             shared,
-            ended: false,
-            unasked,
         }
     }
 
@@ -214,7 +183,7 @@ impl<S, B> Ctx<S, B> {
     /// without one is replayed into it, at elapsed zero as it was started,
     /// so that its trail is the one it would have had.
     pub(crate) fn action(&mut self) -> &mut Action {
-        materialize(&mut self.action.0, &self.config, self.started_lazily)
+        materialize(&mut self.action, &self.config, self.started_lazily)
     }
 
     /// The deadline (elapsed) the core gave the attempt in flight: the
@@ -222,7 +191,7 @@ impl<S, B> Ctx<S, B> {
     /// Past any other decision (never the case while an attempt is in
     /// flight) the timer fires at once and the core is told.
     fn attempt_deadline(&self) -> Duration {
-        match &self.action.0 {
+        match &self.action {
             Some(action) => deadline_of(action.decision()),
             None => deadline_of(self.config.policy.first_attempt()),
         }
@@ -231,14 +200,11 @@ impl<S, B> Ctx<S, B> {
     /// Whether nobody asked for a report of an action that needed no retry
     /// (see [`ReportMode::WhenRetried`]).
     fn report_unasked(&self) -> bool {
-        self.unasked
-    }
-
-    /// [`report_unasked`](Self::report_unasked), worked out when the
-    /// action starts.
-    fn unasked(config: &Config, extras: Option<&Extras>) -> bool {
-        config.report_mode == ReportMode::WhenRetried
-            && extras.is_none_or(|e| e.slot.is_none() && e.watch.is_none())
+        self.config.report_mode == ReportMode::WhenRetried
+            && self
+                .extras
+                .as_ref()
+                .is_none_or(|e| e.slot.is_none() && e.watch.is_none())
     }
 
     /// Feeds one input to the action at this poll's time, traces and
@@ -251,7 +217,7 @@ impl<S, B> Ctx<S, B> {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let now = self.clock.now();
-        let action = materialize(&mut self.action.0, &self.config, self.started_lazily);
+        let action = materialize(&mut self.action, &self.config, self.started_lazily);
         if !self.listening && !self.shared {
             // Nobody hears the trail and nothing is shared: the core alone.
             return input(action, now);
@@ -320,26 +286,11 @@ impl<S, B> Ctx<S, B> {
         // Asked for by nobody: no report is built at all.
         let attempts = self
             .action
-            .0
             .as_ref()
             .map_or(u32::from(self.started_lazily), |a| a.attempts_started());
         if attempts <= 1 && self.report_unasked() {
             return;
         }
-        let answer = match answer {
-            // The common report: built by the core from the first answer,
-            // for no slot and no observer, straight into the response (a
-            // report is large: each move is a copy).
-            Some(answer) if self.action.0.is_none() && self.extras.is_none() => {
-                deliver(
-                    response,
-                    answer.into_report(&self.config.policy),
-                    &self.clock,
-                );
-                return;
-            }
-            other => other,
-        };
         if let Some(report) = self.conclude(answer) {
             deliver(response, report, &self.clock);
         }
@@ -355,9 +306,7 @@ impl<S, B> Ctx<S, B> {
     /// and the observer get it too.
     fn conclude(&mut self, answer: Option<FirstAnswer>) -> Option<Report> {
         let report = match answer {
-            Some(answer) if self.action.0.is_none() => {
-                Some(answer.into_report(&self.config.policy))
-            }
+            Some(answer) if self.action.is_none() => Some(answer.into_report(&self.config.policy)),
             _ => self.action().take_report(),
         };
         debug_assert!(
@@ -384,9 +333,10 @@ impl<S, B> Ctx<S, B> {
         response: &Response<ResB>,
         answer: &mut Option<FirstAnswer>,
     ) -> Decision {
-        if self.action.0.is_none() {
+        if self.action.is_none() {
+            let unasked = self.report_unasked();
             if let Some((outcome, first)) =
-                first_ending(&self.config, &mut self.clock, self.unasked, response)
+                first_ending(&self.config, &mut self.clock, unasked, response)
             {
                 *answer = first;
                 return Decision::Stop(outcome);
@@ -513,8 +463,6 @@ struct FirstParts<S, B> {
     config: Arc<Config>,
     /// Whether the timer was armed (at the attempt's first `Pending`).
     armed: bool,
-    /// See [`Ctx::report_unasked`].
-    unasked: bool,
     /// The answer was given to the caller.
     done: bool,
 }
@@ -524,7 +472,7 @@ impl<S: Clone, B> FirstParts<S, B> {
     /// an `Action` is created in it when first needed, replaying the start.
     fn hand_over(&mut self) -> Ctx<S, B> {
         Ctx {
-            action: LazyAction(None),
+            action: None,
             started_lazily: true,
             clock: self.clock,
             service: self.service.clone(),
@@ -533,8 +481,6 @@ impl<S: Clone, B> FirstParts<S, B> {
             extras: None,
             listening: false,
             shared: false,
-            ended: false,
-            unasked: self.unasked,
         }
     }
 }
@@ -640,7 +586,7 @@ pin_project! {
             // The caller left before the end: the core records it, so the
             // trail never just stops. Nothing else runs after this.
             let this = this.project();
-            if !this.ctx.ended && !matches!(this.state.project(), StateProj::Done) {
+            if !matches!(this.state.project(), StateProj::Done) {
                 this.ctx.caller_left();
             }
         }
@@ -714,25 +660,17 @@ where
         S: Clone,
         B: Clone,
     {
-        let (mut extras, store_down) = if config.hold_off.is_none()
-            && config.observer.is_none()
-            && request.extensions().is_empty()
-        {
-            // Nothing to look for.
-            (None, false)
-        } else {
-            let hold_off = config
-                .hold_off
-                .as_ref()
-                .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
-            // A shared store (Redis) that is down: the core records that
-            // this action's hold-offs come from the local map alone.
-            let store_down = hold_off
-                .as_ref()
-                .and_then(|(map, _)| map.store_health())
-                .is_some_and(|health| !health.available);
-            (Extras::of(&mut request, config, hold_off), store_down)
-        };
+        let hold_off = config
+            .hold_off
+            .as_ref()
+            .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
+        // A shared store (Redis) that is down: the core records that this
+        // action's hold-offs come from the local map alone.
+        let store_down = hold_off
+            .as_ref()
+            .and_then(|(map, _)| map.store_health())
+            .is_some_and(|health| !health.available);
+        let mut extras = Extras::of(&mut request, config, hold_off);
         let (listening, shared) = Ctx::<S, B>::hearing(config, extras.as_deref());
         // Nobody hears the trail and nothing is shared (see
         // `Config::settle`): the first attempt starts on the policy's word,
@@ -781,7 +719,6 @@ where
         // The clone serves the retries; the service made ready sends the
         // first attempt.
         let service = inner.clone();
-        let unasked = config.report_mode == ReportMode::WhenRetried;
         let config = config.clone();
         Self {
             kind: Kind::First {
@@ -793,7 +730,6 @@ where
                     template,
                     config,
                     armed: false,
-                    unasked,
                     done: false,
                 },
             },
@@ -820,7 +756,6 @@ where
         let Kind::First { future, parts, .. } = Self::first(inner, config, request).kind else {
             unreachable!("`first` starts a `Kind::First`")
         };
-        let unasked = Ctx::<S, B>::unasked(config, extras.as_deref());
         Self {
             kind: Kind::Budgeted {
                 attempts: Attempts {
@@ -831,7 +766,7 @@ where
                     timer: None,
                     cancelled,
                     ctx: Ctx {
-                        action: LazyAction(None),
+                        action: None,
                         started_lazily: true,
                         clock: parts.clock,
                         service: parts.service,
@@ -840,8 +775,6 @@ where
                         extras,
                         listening: false,
                         shared: false,
-                        ended: false,
-                        unasked,
                     },
                 },
             },
@@ -954,7 +887,10 @@ where
                         return Poll::Ready(Err(self.first_failed(ErrorKind::AttemptTimeout)));
                     }
                 };
-                match first_ending(&parts.config, &mut parts.clock, parts.unasked, &response) {
+                // Nobody asked for the report of a plain request's action
+                // that needed no retry: `ReportMode::WhenRetried`.
+                let unasked = parts.config.report_mode == ReportMode::WhenRetried;
+                match first_ending(&parts.config, &mut parts.clock, unasked, &response) {
                     // The common ending: the answered attempt stays (dropped
                     // with the future), the parts are marked done.
                     Some((_, answer)) => {
@@ -1056,9 +992,7 @@ where
     type Output = Output<ResB, S::Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let ctx = self.as_mut().project().ctx;
-        assert!(!ctx.ended, "ResponseFuture polled after completion");
-        ctx.clock.new_poll();
+        self.as_mut().project().ctx.clock.new_poll();
         loop {
             let this = self.as_mut().project();
             if let Some(cancelled) = this.cancelled {
@@ -1083,10 +1017,9 @@ where
                             });
                             continue;
                         }
-                        // The common ending. The answered attempt stays in
-                        // the state (dropped with the future): the context
-                        // is marked ended instead.
-                        this.ctx.ended = true;
+                        // The common ending, built straight in the
+                        // caller's output.
+                        this.state.set(State::Done);
                         if this.cancelled.is_some() {
                             *this.cancelled = None;
                         }

@@ -185,63 +185,68 @@ async fn a_deferred_first_attempt_that_times_out_is_reported_with_its_deadline()
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Refused;
 
+/// What a connector puts in its responses (as hyper-util's `HttpInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Connection(u16);
+
+/// Sends one GET through `layer` to a service that gives `answer()` after
+/// `after`: the ending, polled at that instant.
+async fn answered_after<E: std::fmt::Debug + Send + 'static>(
+    layer: RetryBudgetLayer,
+    after: Duration,
+    answer: fn() -> Result<Response<()>, E>,
+) -> Result<Response<()>, Error<E>> {
+    let mut client = layer.layer(tower::service_fn(move |_: Request<()>| async move {
+        tokio::time::sleep(after).await;
+        answer()
+    }));
+    ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
+    let mut future = task::spawn(client.call(get()));
+    assert_pending!(future.poll());
+    advance(after).await;
+    assert_ready!(future.poll())
+}
+
 /// A deferred first attempt that fails in transport is reported as an
 /// action started with its `Action`, and keeps the inner error.
 #[tokio::test(start_paused = true)]
 async fn a_deferred_first_attempt_that_fails_reports_as_an_action_would() {
-    async fn fail(layer: RetryBudgetLayer) -> Error<Refused> {
-        let mut client = layer.layer(tower::service_fn(|_: Request<()>| async {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            Err::<Response<()>, _>(Refused)
-        }));
-        ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
-        let mut future = task::spawn(client.call(get()));
-        assert_pending!(future.poll());
-        advance(Duration::from_millis(700)).await;
-        assert_ready!(future.poll()).unwrap_err()
-    }
-    let deferred = fail(RetryBudgetLayer::new(Policy::default())).await;
+    let after = Duration::from_millis(700);
+    let fail = || Err(Refused);
+    let deferred = answered_after(RetryBudgetLayer::new(Policy::default()), after, fail)
+        .await
+        .unwrap_err();
     let told = Reports::default();
-    let eager = fail(RetryBudgetLayer::new(Policy::default()).observer(told.clone())).await;
+    let layer = RetryBudgetLayer::new(Policy::default()).observer(told.clone());
+    let eager = answered_after(layer, after, fail).await.unwrap_err();
     assert_eq!(deferred.inner(), Some(&Refused));
     assert_eq!(deferred.outcome(), Outcome::TransportError);
     assert_eq!(deferred.report(), eager.report());
-    assert_eq!(
-        deferred.report().map(|r| r.elapsed),
-        Some(Duration::from_millis(700))
-    );
+    assert_eq!(deferred.report().map(|r| r.elapsed), Some(after));
     assert_eq!(told.0.lock().unwrap().len(), 1);
 }
-
-/// What a connector puts in its responses (as hyper-util's `HttpInfo`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Connection(u16);
 
 /// A first answer whose response already carries extensions gets its report
 /// beside them, the same as an action started with its `Action` gives.
 #[tokio::test(start_paused = true)]
 async fn a_first_answer_with_extensions_keeps_them_beside_its_report() {
-    async fn answer(layer: RetryBudgetLayer) -> Response<()> {
-        let mut client = layer.layer(tower::service_fn(|_: Request<()>| async {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let mut response = Response::new(());
-            response.extensions_mut().insert(Connection(8080));
-            Ok::<_, Infallible>(response)
-        }));
-        ServiceExt::<Request<()>>::ready(&mut client).await.unwrap();
-        let mut future = task::spawn(client.call(get()));
-        assert_pending!(future.poll());
-        advance(Duration::from_millis(300)).await;
-        assert_ready!(future.poll()).unwrap()
-    }
-    let deferred = answer(RetryBudgetLayer::new(Policy::default())).await;
-    let eager = answer(RetryBudgetLayer::new(Policy::default()).observer(Reports::default())).await;
+    let after = Duration::from_millis(300);
+    let answer = || {
+        let mut response = Response::new(());
+        response.extensions_mut().insert(Connection(8080));
+        Ok::<_, Infallible>(response)
+    };
+    let deferred = answered_after(RetryBudgetLayer::new(Policy::default()), after, answer)
+        .await
+        .unwrap();
+    let layer = RetryBudgetLayer::new(Policy::default()).observer(Reports::default());
+    let eager = answered_after(layer, after, answer).await.unwrap();
     assert_eq!(
         deferred.extensions().get::<Connection>(),
         Some(&Connection(8080))
     );
     assert_eq!(report_of(&deferred), report_of(&eager));
-    assert_eq!(report_of(&deferred).elapsed, Duration::from_millis(300));
+    assert_eq!(report_of(&deferred).elapsed, after);
 }
 
 /// A future that gave its answer panics if polled again, as tower's
