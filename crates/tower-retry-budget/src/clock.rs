@@ -144,13 +144,13 @@ pub fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
     origin.checked_add(elapsed)
 }
 
-/// An instant about 30 years from now (as tokio's own far future), or the
-/// furthest step below that the clock can represent.
 /// Elapsed time since `origin`, now (zero for an origin in the future).
 pub(crate) fn elapsed_since(origin: Instant) -> Duration {
     Instant::now().saturating_duration_since(origin)
 }
 
+/// An instant about 30 years from now (as tokio's own far future), or the
+/// furthest step below that the clock can represent.
 pub(crate) fn far_future() -> Instant {
     let now = Instant::now();
     let mut step = FAR;
