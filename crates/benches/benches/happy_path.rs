@@ -154,6 +154,11 @@ fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
             stack(fixtures::retry_budget(pending), 2, false),
         ),
         (
+            "tower_retry_reporting",
+            Method::GET,
+            stack(fixtures::tower_retry(fixtures::ok_with_report), 1, false),
+        ),
+        (
             "tower_retry_extended",
             Method::GET,
             stack(fixtures::tower_retry(extended), 1, false),

@@ -6,7 +6,7 @@
 //! through its stack and drops each response; the count is divided by
 //! [`CALLS`] in `examples/instruction_ratios.rs`. The stack, a warm-up of
 //! [`WARM_UP`] calls and the requests are made in the bench's setup, which
-//! callgrind does not count. Two inner services:
+//! callgrind does not count. The inner services:
 //!
 //! * `instant`: answers 200 at once (the future is ready at its first poll);
 //! * `pending`: pending once, then 200 (a real network call in its smallest
@@ -14,7 +14,11 @@
 //! * `extended` (two variants only): 200 at once, the response carrying one
 //!   extension, as every response of `hyper_util`'s legacy client over its
 //!   `HttpConnector` does (`HttpInfo`): a report then goes into a map that
-//!   exists already.
+//!   exists already;
+//! * `reporting` (one variant, `tower_retry_reporting`): 200 at once, the
+//!   response carrying the report `RetryBudget` delivers by default, built
+//!   by the core and put in the extensions as the layer does: under
+//!   `tower::retry`, what that delivery costs without the rest of the layer.
 //!
 //! ```text
 //! cargo bench -p retry-budget-benches --bench instructions -- --output-format=json \
@@ -41,6 +45,9 @@ const PENDING: Pending = fixtures::ok_after_pending;
 /// Answers at once with a response that carries an extension, as
 /// `hyper_util`'s legacy client's responses do.
 const EXTENDED: Instant = fixtures::ok_with_extension;
+/// Answers at once with the report `RetryBudget` would deliver already in
+/// its response: under `tower::retry`, the floor of the report's delivery.
+const REPORTING: Instant = fixtures::ok_with_report;
 
 /// A stack ready to be measured: the service, the requests, and the runtime
 /// context its timers need.
@@ -192,6 +199,12 @@ fn retry_budget_get_when_retried_pending(bench: Bench<Budget<Pending>>) -> Bench
 }
 
 #[library_benchmark]
+#[bench::instant(prepare(fixtures::tower_retry(REPORTING), Method::GET, 1, false))]
+fn tower_retry_reporting(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
 #[bench::instant(prepare(fixtures::tower_retry(EXTENDED), Method::GET, 1, false))]
 fn tower_retry_extended(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
     run(bench)
@@ -230,6 +243,7 @@ library_benchmark_group!(
         retry_budget_get_pending,
         retry_budget_get_when_retried,
         retry_budget_get_when_retried_pending,
+        tower_retry_reporting,
         tower_retry_extended,
         retry_budget_get_extended,
         retry_budget_post,

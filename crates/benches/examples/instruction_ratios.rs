@@ -27,7 +27,7 @@ use retry_budget_benches::{CALLS, RATIOS, WARM_UP};
 use serde_json::Value;
 
 /// Every variant of `benches/instructions.rs`.
-const VARIANTS: [&str; 16] = [
+const VARIANTS: [&str; 17] = [
     "bare",
     "bare_pending",
     "bare_plus_copy",
@@ -40,6 +40,7 @@ const VARIANTS: [&str; 16] = [
     "retry_budget_get_pending",
     "retry_budget_get_when_retried",
     "retry_budget_get_when_retried_pending",
+    "tower_retry_reporting",
     "tower_retry_extended",
     "retry_budget_get_extended",
     "retry_budget_post",

@@ -14,11 +14,12 @@ use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
+use std::sync::LazyLock;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{Method, Request, Response};
-use retry_budget::Policy;
+use retry_budget::{Policy, RetryAfter};
 use tower::retry::Retry;
 use tower::timeout::Timeout;
 use tower::util::ServiceFn;
@@ -81,6 +82,27 @@ pub fn ok_with_extension(_req: Request<()>) -> Instant200 {
         remote: SocketAddr::from(([127, 0, 0, 1], 8080)),
         local: SocketAddr::from(([127, 0, 0, 1], 50_000)),
     });
+    ready(Ok(response))
+}
+
+/// The policy of [`ok_with_report`]'s report: the default, as the
+/// `retry_budget` variants use.
+static REPORT_POLICY: LazyLock<Policy> = LazyLock::new(Policy::default);
+
+/// Answers 200 at once, its response carrying the [`Report`](retry_budget::Report) that
+/// `RetryBudget` delivers by default for an action its first answer ended:
+/// built by the core ([`Policy::first_answer`], then
+/// [`FirstAnswer::into_report`](retry_budget::FirstAnswer::into_report))
+/// and put in the response's extensions, exactly as the layer does, but
+/// with no clock or header read. Under `tower::retry`
+/// (`tower_retry_reporting`), it is the floor of the "report delivered as
+/// today" goal: what that delivery costs without the rest of the layer.
+pub fn ok_with_report(_req: Request<()>) -> Instant200 {
+    let policy = &*REPORT_POLICY;
+    let mut response = Response::new(());
+    if let Some(answer) = policy.first_answer(Duration::ZERO, 200, &RetryAfter::Missing, None) {
+        response.extensions_mut().insert(answer.into_report(policy));
+    }
     ready(Ok(response))
 }
 
@@ -218,7 +240,7 @@ pub struct Ratio {
 }
 
 /// The ratios both benches print, by variant name.
-pub const RATIOS: [Ratio; 9] = [
+pub const RATIOS: [Ratio; 11] = [
     Ratio {
         numerator: "retry_budget_get",
         denominator: "tower_retry",
@@ -266,6 +288,18 @@ pub const RATIOS: [Ratio; 9] = [
         denominator: "tower_retry_pending",
         goal: None,
         meaning: "what tower's own timeout costs",
+    },
+    Ratio {
+        numerator: "tower_retry_reporting",
+        denominator: "tower_retry",
+        goal: None,
+        meaning: "tower::retry, its response carrying the core's report as RetryBudget delivers it: the floor of the first goal",
+    },
+    Ratio {
+        numerator: "retry_budget_get",
+        denominator: "tower_retry_reporting",
+        goal: None,
+        meaning: "instant GET with its report vs that floor: the rest of the layer, a clock and a header read",
     },
     Ratio {
         numerator: "retry_budget_get_extended",
