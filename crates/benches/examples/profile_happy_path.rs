@@ -13,7 +13,8 @@
 //! `VARIANT`: `get` (the default report), `when_retried`, `post`,
 //! `tower_retry`, `tower_retry_timeout`, `bare`; and, answered at once with
 //! a response that carries an extension, `get_extended` and
-//! `tower_retry_extended`. Two runs with different `N`
+//! `tower_retry_extended`; and `tower_retry_reporting` (answered at once
+//! with the report already in the response). Two runs with different `N`
 //! give the per-call count by difference (the requests are built inside the
 //! loop here, the same in every variant).
 use std::process::ExitCode;
@@ -81,6 +82,15 @@ fn main() -> ExitCode {
         "get_extended" if !pending => {
             run(
                 retry_budget_benches::retry_budget(extended),
+                Method::GET,
+                1,
+                n,
+            );
+            return ExitCode::SUCCESS;
+        }
+        "tower_retry_reporting" if !pending => {
+            run(
+                retry_budget_benches::tower_retry(retry_budget_benches::ok_with_report),
                 Method::GET,
                 1,
                 n,
