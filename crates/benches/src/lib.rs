@@ -100,9 +100,10 @@ static REPORT_POLICY: LazyLock<Policy> = LazyLock::new(Policy::default);
 pub fn ok_with_report(_req: Request<()>) -> Instant200 {
     let policy = &*REPORT_POLICY;
     let mut response = Response::new(());
-    if let Some(answer) = policy.first_answer(Duration::ZERO, 200, &RetryAfter::Missing, None) {
-        response.extensions_mut().insert(answer.into_report(policy));
-    }
+    let answer = policy
+        .first_answer(Duration::ZERO, 200, &RetryAfter::Missing, None)
+        .expect("the default policy ends an action on a first 200");
+    response.extensions_mut().insert(answer.into_report(policy));
     ready(Ok(response))
 }
 
@@ -308,3 +309,54 @@ pub const RATIOS: [Ratio; 11] = [
         meaning: "instant GET, report delivered, the response already carrying an extension as hyper-util's do",
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use retry_budget::{EventKind, Report};
+
+    fn report_of(response: &Response<()>) -> Report {
+        response
+            .extensions()
+            .get::<Report>()
+            .cloned()
+            .expect("a report in the response")
+    }
+
+    /// The floor variant's response carries the report the layer delivers
+    /// for the same answer: same outcome, counts, cap and trail, told apart
+    /// only by the time the layer's clock saw pass.
+    #[test]
+    fn the_reporting_floor_delivers_the_layers_report() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        let _context = runtime.enter();
+        let by_layer = report_of(&drive(
+            &mut retry_budget(ok_at_once),
+            request(Method::GET),
+            1,
+        ));
+        let mut floor = report_of(&drive(
+            &mut tower_retry(ok_with_report),
+            request(Method::GET),
+            1,
+        ));
+        let kinds = |report: &Report| -> Vec<EventKind> {
+            report
+                .events
+                .iter()
+                .map(|event| event.kind.clone())
+                .collect()
+        };
+        assert_eq!(kinds(&floor), kinds(&by_layer));
+        assert_eq!(kinds(&floor).len(), 3);
+        // The floor reads no clock: its answer came at zero.
+        assert_eq!(floor.elapsed, Duration::ZERO);
+        floor.elapsed = by_layer.elapsed;
+        floor.request_time = by_layer.request_time;
+        floor.events = by_layer.events.clone();
+        assert_eq!(floor, by_layer);
+    }
+}
