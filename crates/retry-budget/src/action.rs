@@ -424,7 +424,7 @@ impl Action {
             ServerAsked::Nothing => self.fallback(self.attempts_started),
         };
         let until = now.saturating_add(wait);
-        let Some(reservation_end) = self.reservation_end(until) else {
+        let Some(reservation_end) = reservation_end(&self.policy, until) else {
             return self.stop(now, Outcome::BudgetExhausted);
         };
         self.phase = Phase::Waiting { from: now, until };
@@ -673,7 +673,7 @@ impl Action {
         if self.phase != Phase::Ready || self.attempts_started > 0 || until <= now {
             return self.decision();
         }
-        match self.reservation_end(until) {
+        match reservation_end(&self.policy, until) {
             Some(reservation_end) => {
                 self.phase = Phase::Waiting { from: now, until };
                 self.push(
@@ -936,12 +936,6 @@ impl Action {
             return Err(Outcome::AttemptsExhausted);
         }
         reservation_end(policy, now).ok_or(Outcome::BudgetExhausted)
-    }
-
-    /// Where an attempt starting at `start` would end its reservation, if
-    /// that is inside the budget.
-    fn reservation_end(&self, start: Duration) -> Option<Duration> {
-        reservation_end(&self.policy, start)
     }
 
     fn end_wait(&mut self, from: Duration, to: Duration) {

@@ -193,7 +193,16 @@ mod tests {
                         assert_eq!(decision, Decision::Stop(outcome), "{status} {policy:?}");
                         assert!(effects.hold_until.is_none() && !effects.withdraw);
                     }
-                    None => assert!(policy.retries(status) || status == 429),
+                    None => {
+                        assert!(policy.retries(status) || status == 429);
+                        // Only where the `Action` does more than stop as
+                        // the status alone would say.
+                        assert_ne!(
+                            decision,
+                            Decision::Stop(Outcome::of_final_status(status)),
+                            "{status} {policy:?}"
+                        );
+                    }
                 }
             }
         }

@@ -9,10 +9,8 @@ use tokio::time::Instant;
 use tower::retry::budget::Budget;
 
 /// A retry budget shared by all actions of a client, with exact arithmetic
-/// and tokio's clock. Clones share one budget.
-///
-/// The cross-request retry budget: one budget shared by every action of a
-/// client, bounding retries to a ratio of first attempts.
+/// and tokio's clock, bounding retries to a ratio of first attempts.
+/// Clones share one budget.
 ///
 /// # Why
 ///

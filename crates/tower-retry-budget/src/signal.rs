@@ -101,8 +101,8 @@ impl Signal {
 /// [`RetryAfter`], and whether the server forbids a retry).
 ///
 /// The rule stays in the core: a signal only *reads*. The default,
-/// [`HttpSignal`], is the HTTP status and `Retry-After`, exactly as before
-/// (a zero-sized type, no allocation). [`GrpcSignal`] is the opt-in reading
+/// [`HttpSignal`], is the HTTP status and `Retry-After` as they are (a
+/// zero-sized type, no allocation). [`GrpcSignal`] is the opt-in reading
 /// for gRPC, and [`ResetSignal`] the opt-in reading of rate-limit reset
 /// headers (IETF `RateLimit`, `RateLimit-Reset`, operator-named headers as
 /// seconds or Unix time) on top of either, set with

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
-use support::{secs, Scripted, Step};
+use support::{report_of, secs, Scripted, Step};
 use tokio::time::advance;
 use tokio_test::{assert_pending, assert_ready, task};
 use tower::{Layer, Service, ServiceExt};
@@ -61,14 +61,6 @@ async fn run(layer: RetryBudgetLayer, script: Vec<Step>, request: Request<()>) -
     end(layer, script, request).await.unwrap()
 }
 
-fn report_of(response: &Response<()>) -> Report {
-    response
-        .extensions()
-        .get::<Report>()
-        .cloned()
-        .expect("a report on the response")
-}
-
 fn scripts() -> Vec<Vec<Step>> {
     vec![
         vec![Step::new(0.3, 200, None)],
@@ -93,7 +85,7 @@ fn scripts() -> Vec<Vec<Step>> {
 /// The report `layer` gives for `script`, on the response or the error.
 async fn report_for(layer: RetryBudgetLayer, script: Vec<Step>) -> Report {
     match end(layer, script, get()).await {
-        Ok(response) => report_of(&response),
+        Ok(response) => report_of(&response).clone(),
         Err(error) => error.report().cloned().expect("an error's report"),
     }
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{Method, Request, Response};
 use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
-use support::{secs, Scripted, Step};
+use support::{report_of, secs, Scripted, Step};
 use tokio::time::{advance, Instant};
 use tokio_test::{assert_pending, assert_ready, task};
 use tokio_util::sync::CancellationToken;
@@ -24,10 +24,6 @@ use tower_retry_budget::{
 
 fn get() -> Request<()> {
     Request::get("http://upstream.test/items").body(()).unwrap()
-}
-
-fn report_of<B>(response: &Response<B>) -> &Report {
-    response.extensions().get::<Report>().expect("a report")
 }
 
 /// Advances the paused clock to `at` (elapsed since `origin`).

@@ -105,8 +105,8 @@ impl Watch {
 pin_project! {
     /// The response body below [`GrpcTrailersLayer`](super::GrpcTrailersLayer):
     /// the inner body, with the frame the peek read yielded first (a
-    /// trailers frame is yielded exactly as received). See the
-    /// [module docs](super).
+    /// trailers frame is yielded exactly as received). See
+    /// [`GrpcTrailersLayer`](super::GrpcTrailersLayer).
     pub struct PeekBody<B>
     where
         B: Body,

@@ -32,8 +32,8 @@ use super::store::StoreHealth;
 /// budget after that (the wait counts in its budget), or stops at once as
 /// `held_off` without sending anything (an [`Error`](crate::Error) of kind
 /// [`NotSent`](crate::ErrorKind::NotSent), with its report). The decision is
-/// the core's ([`Action::hold_off`](retry_budget::Action::hold_off)); this
-/// file only keeps the map.
+/// the core's ([`Action::hold_off`](retry_budget::Action::hold_off)); a
+/// `HoldOff` only keeps the map.
 ///
 /// Only first attempts consult it: a retry already waits for what its own
 /// service asked. The key is the service, `scheme://host:port` (from the

@@ -91,3 +91,11 @@ impl<B> Service<Request<B>> for Scripted {
 pub fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
+
+/// The report the layer put in `response`'s extensions.
+pub fn report_of<B>(response: &Response<B>) -> &retry_budget::Report {
+    response
+        .extensions()
+        .get::<retry_budget::Report>()
+        .expect("a report on the response")
+}
