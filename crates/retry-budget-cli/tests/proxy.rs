@@ -1115,3 +1115,83 @@ async fn an_unreachable_upstream_is_a_502_with_the_report() {
         answer.text()
     );
 }
+
+/// Sends a chunked POST with an `Idempotency-Key` to the proxy at `addr`
+/// over a raw socket (`Connection: close`); the answer as text.
+fn raw_chunked_post(addr: SocketAddr, path: &str, key: &str, chunks: &[&[u8]]) -> String {
+    use std::io::Read;
+    let mut stream = TcpStream::connect(addr).expect("the proxy accepts");
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {}\r\nIdempotency-Key: {key}\r\n\
+         Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        addr
+    )
+    .into_bytes();
+    for chunk in chunks {
+        request.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        request.extend_from_slice(chunk);
+        request.extend_from_slice(b"\r\n");
+    }
+    request.extend_from_slice(b"0\r\n\r\n");
+    stream.write_all(&request).unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("the whole answer");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// A keyed write retried after a hold-off wait: every copy the upstream
+/// gets carries the whole body, with `Content-Length` and chunked.
+#[tokio::test]
+async fn a_keyed_write_after_a_hold_off_reaches_the_upstream_whole_every_time() {
+    let upstream = Upstream::start(|path, n| match (path, n) {
+        ("/set-hold", _) => Reply::status(429).retry_after("2"),
+        ("/pay-cl" | "/pay-chunked", 0 | 1) => Reply::status(429).retry_after("1"),
+        _ => Reply::status(200),
+    });
+    let proxy = Proxy::start(&upstream, &[]);
+    let payload = b"{\"amount\":100}";
+    let set_hold = || async {
+        // A write without a key is sent once; its 429 sets a 2 s hold.
+        let answer = send(
+            Request::post(proxy.url("/set-hold"))
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(answer.status, 429);
+    };
+
+    set_hold().await;
+    let answer = send(
+        Request::post(proxy.url("/pay-cl"))
+            .header("idempotency-key", "pay-1")
+            .body(Full::new(Bytes::from_static(payload)))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(answer.status, 200, "{}", proxy.stderr());
+    assert_eq!(answer.header("retry-budget-attempts"), "3");
+
+    set_hold().await;
+    let addr = proxy.addr;
+    let text = tokio::task::spawn_blocking(move || {
+        raw_chunked_post(addr, "/pay-chunked", "pay-2", &[b"{\"amo", b"unt\":100}"])
+    })
+    .await
+    .unwrap();
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("retry-budget-attempts: 3"), "{text}");
+
+    for path in ["/pay-cl", "/pay-chunked"] {
+        let copies: Vec<Seen> = upstream
+            .seen()
+            .into_iter()
+            .filter(|s| s.path == path)
+            .collect();
+        assert_eq!(copies.len(), 3, "{path}");
+        for (attempt, copy) in copies.iter().enumerate() {
+            assert_eq!(copy.body, &payload[..], "{path}, attempt {attempt}");
+        }
+    }
+}

@@ -186,3 +186,104 @@ fn a_clone_replays_what_the_original_sent() {
     assert_eq!(first.trailers(), second.trailers());
     assert_eq!(first.to_bytes(), second.to_bytes());
 }
+
+/// Answers 429 (`Retry-After: 1`) `fails` times, then 200, recording every
+/// attempt's body and trailers whole.
+fn scripted(
+    received: Received,
+    fails: usize,
+) -> impl tower::Service<
+    Request<ReplayBody<Streamed>>,
+    Response = Response<()>,
+    Error = Infallible,
+    Future = impl Send,
+> + Clone {
+    service_fn(move |req: Request<ReplayBody<Streamed>>| {
+        let received = received.clone();
+        async move {
+            let collected = req.into_body().collect().await.unwrap();
+            let trailers = collected.trailers().cloned();
+            let mut received = received.lock().unwrap();
+            received.push((collected.to_bytes(), trailers));
+            let status = if received.len() <= fails { 429 } else { 200 };
+            let res = Response::builder()
+                .status(status)
+                .header("retry-after", "1")
+                .body(())
+                .unwrap();
+            Ok::<_, Infallible>(res)
+        }
+    })
+}
+
+/// Every attempt of a replayed body carries exactly the bytes the caller
+/// sent, whichever way the attempts were made: the first attempt sent at
+/// once, or held off by an earlier 429 to the same service (the request is
+/// then kept for the first attempt, which sends a copy, and the last
+/// attempt takes the never-polled original); one chunk or several
+/// (`Content-Length` or chunked on the wire), with or without trailers.
+#[tokio::test(start_paused = true)]
+async fn every_attempt_of_a_replayed_body_carries_the_whole_body() {
+    let bodies: [(&[&'static [u8]], Option<&'static str>); 3] = [
+        (&[b"{\"amount\":100}"], None),
+        (&[b"{\"amo", b"unt\":", b"100}"], None),
+        (&[b"{\"amount\":100}"], Some("c0ffee")),
+    ];
+    for held in [false, true] {
+        for (chunks, trailer) in bodies {
+            let received = Received::default();
+            let hold_off = tower_retry_budget::HoldOff::default();
+            if held {
+                // An earlier 429 to this service set a hold of 1 s.
+                let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+                hold_off.hold("http://upstream.test:80", until);
+            }
+            let client = ServiceBuilder::new()
+                .layer(ReplayBodyLayer::new())
+                .layer(RetryBudgetLayer::new(Policy::default()).hold_off(hold_off))
+                .service(scripted(received.clone(), 2));
+            let mut request = Request::post("http://upstream.test/payments")
+                .header("idempotency-key", "pay-1")
+                .body(Streamed::new(chunks, trailer))
+                .unwrap();
+            request.extensions_mut().insert(Idempotent);
+            let response = client.oneshot(request).await.unwrap();
+            let case = format!("held {held}, chunks {chunks:?}, trailer {trailer:?}");
+            assert_eq!(response.status(), 200, "{case}");
+            assert_eq!(report_of(&response).attempts_started, 3, "{case}");
+            let received = received.lock().unwrap();
+            assert_eq!(received.len(), 3, "{case}");
+            for (attempt, (bytes, trailers)) in received.iter().enumerate() {
+                assert_eq!(&bytes[..], b"{\"amount\":100}", "attempt {attempt}: {case}");
+                assert_eq!(
+                    trailers.as_ref().map(|t| t["x-checksum"].clone()),
+                    trailer.map(http::HeaderValue::from_static),
+                    "attempt {attempt}: {case}"
+                );
+            }
+        }
+    }
+}
+
+/// The body's own rule, whatever the order in which its copies are read:
+/// the original read last, after copies that read the inner body, still
+/// yields every byte and the trailers, and says so in `size_hint` and
+/// `is_end_stream` before it is read.
+#[test]
+fn the_original_read_after_its_copies_replays_everything() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let original = ReplayBody::new(Streamed::new(&[b"ab", b"cd"], Some("t")), 1024);
+    let first_copy = original.clone();
+    let second_copy = original.clone();
+    let first = rt.block_on(first_copy.collect()).unwrap();
+    let second = rt.block_on(second_copy.collect()).unwrap();
+    assert_eq!(original.size_hint().exact(), Some(4));
+    assert!(!original.is_end_stream());
+    let last = rt.block_on(original.collect()).unwrap();
+    for (name, body) in [("second copy", second), ("original", last)] {
+        assert_eq!(body.trailers(), first.trailers(), "{name}");
+        assert_eq!(&body.to_bytes()[..], b"abcd", "{name}");
+    }
+}

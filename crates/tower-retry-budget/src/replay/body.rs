@@ -29,14 +29,22 @@ struct Shared<B> {
 
 /// A request body that can be cloned for a retry. See
 /// [`ReplayBodyLayer`](crate::ReplayBodyLayer).
+///
+/// The original and every clone follow one rule, whichever is read first
+/// and in whatever order: each has its own position in what was buffered,
+/// sends what is buffered past it, and only when it has caught up with the
+/// buffer reads on from the inner body itself (adding what it reads to the
+/// buffer). So a request kept aside while its copies were sent still sends
+/// every byte when it is finally sent.
 pub struct ReplayBody<B> {
     shared: Arc<Mutex<Shared<B>>>,
     /// This copy's position: the next buffered chunk to send.
     next_chunk: usize,
     trailers_sent: bool,
-    /// Whether this copy reads the inner body itself (the original does; a
-    /// replaying copy may take over where the original stopped).
-    live: bool,
+    /// Whether this copy has read from the inner body itself. Past the
+    /// replay limit the buffer is dropped: only a copy that was reading
+    /// goes on; any other can no longer be sent in full.
+    reading: bool,
 }
 
 /// A handle on a [`ReplayBody`]'s state, put in the request extensions by
@@ -107,7 +115,7 @@ impl<B> ReplayBody<B> {
             })),
             next_chunk: 0,
             trailers_sent: false,
-            live: true,
+            reading: false,
         }
     }
 
@@ -145,7 +153,7 @@ impl<B> Clone for ReplayBody<B> {
             shared: self.shared.clone(),
             next_chunk: 0,
             trailers_sent: false,
-            live: false,
+            reading: false,
         }
     }
 }
@@ -176,36 +184,37 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         let mut shared = this.shared.lock().unwrap_or_else(|p| p.into_inner());
-        // A copy made for a retry replays what was buffered first.
-        if !this.live {
-            if shared.over_limit {
+        if shared.over_limit {
+            if !this.reading {
                 return Poll::Ready(Some(Err(ReplayError::NotReplayable)));
             }
+        } else {
+            // What was buffered past this copy's position comes first.
             if let Some(chunk) = shared.buffered.get(this.next_chunk) {
                 this.next_chunk += 1;
                 return Poll::Ready(Some(Ok(Frame::data(chunk.clone()))));
             }
-            if shared.complete {
-                if !this.trailers_sent {
-                    this.trailers_sent = true;
-                    if let Some(trailers) = shared.trailers.clone() {
-                        return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
-                    }
-                }
-                return Poll::Ready(None);
-            }
-            // The original stopped part way (the server answered before
-            // reading it all): this copy reads on from the inner body.
-            this.live = true;
         }
+        if shared.complete {
+            if !this.trailers_sent {
+                this.trailers_sent = true;
+                if let Some(trailers) = shared.trailers.clone() {
+                    return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                }
+            }
+            return Poll::Ready(None);
+        }
+        // Caught up with the buffer: read on from the inner body.
         let Some(inner) = shared.inner.as_mut() else {
             return Poll::Ready(None);
         };
+        this.reading = true;
         let frame = match Pin::new(inner).poll_frame(cx) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(None) => {
                 shared.complete = true;
                 shared.inner = None;
+                this.trailers_sent = true;
                 return Poll::Ready(None);
             }
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(ReplayError::Inner(e)))),
@@ -247,25 +256,42 @@ where
 
     fn is_end_stream(&self) -> bool {
         let shared = self.lock();
-        if self.live {
-            return shared.inner.as_ref().is_none_or(|b| b.is_end_stream());
+        if shared.over_limit {
+            // Only a copy that was reading goes on (see `poll_frame`).
+            return self.reading && shared.inner.as_ref().is_none_or(|b| b.is_end_stream());
         }
-        shared.complete
-            && self.next_chunk >= shared.buffered.len()
-            && (self.trailers_sent || shared.trailers.is_none())
+        if self.next_chunk < shared.buffered.len() {
+            return false;
+        }
+        if shared.complete {
+            return self.trailers_sent || shared.trailers.is_none();
+        }
+        shared.inner.as_ref().is_none_or(|b| b.is_end_stream())
     }
 
     fn size_hint(&self) -> SizeHint {
         let shared = self.lock();
-        match (&shared.inner, shared.complete, self.live) {
-            (_, true, false) => SizeHint::with_exact(
-                shared.buffered[self.next_chunk.min(shared.buffered.len())..]
-                    .iter()
-                    .map(|b| b.len() as u64)
-                    .sum(),
-            ),
-            (Some(inner), _, true) => inner.size_hint(),
-            _ => SizeHint::default(),
+        if shared.over_limit {
+            return match (&shared.inner, self.reading) {
+                (Some(inner), true) => inner.size_hint(),
+                _ => SizeHint::default(),
+            };
+        }
+        let buffered: u64 = shared.buffered[self.next_chunk.min(shared.buffered.len())..]
+            .iter()
+            .map(|b| b.len() as u64)
+            .sum();
+        match &shared.inner {
+            None => SizeHint::with_exact(buffered),
+            Some(inner) => {
+                let rest = inner.size_hint();
+                let mut hint = SizeHint::new();
+                hint.set_lower(rest.lower().saturating_add(buffered));
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper.saturating_add(buffered));
+                }
+                hint
+            }
         }
     }
 }
