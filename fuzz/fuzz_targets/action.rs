@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use retry_budget::{Action, Decision, EventKind, Outcome, Policy, RetryAfter};
+use retry_budget::{Action, Answer, Decision, EventKind, Outcome, Policy, RetryAfter};
 
 #[derive(Debug, Arbitrary)]
 enum Input {
@@ -42,24 +42,32 @@ fuzz_target!(|script: Script| {
         return;
     };
     let mut action = Action::new(policy);
+    // The server's word and a translation go with the next response.
+    let (mut forbidden, mut translated) = (false, false);
     for input in script.inputs {
         let ms = Duration::from_millis;
         let decision = match input {
             Input::Start(at) => action.attempt_started(ms(at)),
             Input::Response { at, status, retry_after, calendar } => {
                 let calendar = calendar.map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s % (1 << 40)));
-                action.response(ms(at), status, &RetryAfter::parse_bytes(&retry_after), calendar)
+                let retry_after = RetryAfter::parse_bytes(&retry_after);
+                let mut answer = Answer::new(status, &retry_after).calendar(calendar).forbidden(forbidden);
+                if translated {
+                    answer = answer.translated_from("grpc-status 8 (RESOURCE_EXHAUSTED)");
+                }
+                (forbidden, translated) = (false, false);
+                action.respond(ms(at), answer)
             }
             Input::Wake(at) => action.timer_woke(ms(at)),
             Input::Leave(at) => action.caller_left(ms(at)),
             Input::Timeout(at) => action.attempt_timed_out(ms(at)),
             Input::TransportFailed(at) => action.transport_failed(ms(at)),
             Input::Forbid => {
-                action.retry_forbidden();
+                forbidden = true;
                 action.decision()
             }
-            Input::Translated(at) => {
-                action.response_translated(ms(at), "grpc-status 8 (RESOURCE_EXHAUSTED)");
+            Input::Translated(_) => {
+                translated = true;
                 action.decision()
             }
         };

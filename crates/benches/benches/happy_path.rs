@@ -2,7 +2,10 @@
 //! instruction-count bench (`benches/instructions.rs`): `bare`,
 //! `bare_plus_copy`, `tower_retry`, `tower_retry_timeout`,
 //! `retry_budget_get`, `retry_budget_post`, each with an inner service that
-//! answers at once and with one that is pending once (`*_pending`).
+//! answers at once and with one that is pending once (`*_pending`), and the
+//! production variants (`*_production*`: a `tracing_subscriber::fmt()` at
+//! INFO writing to a sink, set as each call's default since one process
+//! holds every variant; one request extension; one response extension).
 //!
 //! Criterion measures the variants one after the other, seconds apart, so
 //! load on the machine can drift between them: its medians give absolute
@@ -24,8 +27,8 @@ use std::path::PathBuf;
 use std::time::{Instant, SystemTime};
 
 use criterion::{BatchSize, Criterion};
-use http::{Method, Request, Response};
-use retry_budget_benches::{self as fixtures, copy, drive, request, RATIOS};
+use http::{Request, Response};
+use retry_budget_benches::{self as fixtures, copy, drive, RATIOS};
 use tower::Service;
 
 /// Interleaved rounds; each gives one value of every ratio.
@@ -42,11 +45,13 @@ trait Variant {
     fn call(&mut self, req: Request<()>);
 }
 
-/// A service, the polls a call needs, and whether to keep one request copy.
+/// A service, the polls a call needs, whether to keep one request copy,
+/// and the subscriber a production variant runs under.
 struct Stack<S> {
     service: S,
     polls: usize,
     copy: bool,
+    subscriber: Option<tracing::Dispatch>,
 }
 
 impl<S> Variant for Stack<S>
@@ -56,11 +61,20 @@ where
 {
     fn call(&mut self, req: Request<()>) {
         let kept = self.copy.then(|| copy(&req));
-        drop(black_box(drive(
-            &mut self.service,
-            black_box(req),
-            self.polls,
-        )));
+        let call = || {
+            drop(black_box(drive(
+                &mut self.service,
+                black_box(req),
+                self.polls,
+            )))
+        };
+        match &self.subscriber {
+            // The subscriber is this call's default (one process holds
+            // every variant, bare ones included): setting it costs the
+            // same in both sides of a production ratio.
+            Some(subscriber) => tracing::dispatcher::with_default(subscriber, call),
+            None => call(),
+        }
         drop(black_box(kept));
     }
 }
@@ -74,112 +88,156 @@ where
         service,
         polls,
         copy,
+        subscriber: None,
     })
 }
 
-/// Every variant: its name, its method and its stack.
-fn variants() -> Vec<(&'static str, Method, Box<dyn Variant>)> {
+/// A production stack: under [`fixtures::production_subscriber`].
+fn production<S>(service: S, polls: usize) -> Box<dyn Variant>
+where
+    S: Service<Request<()>, Response = Response<()>> + 'static,
+    S::Error: std::fmt::Debug,
+{
+    Box::new(Stack {
+        service,
+        polls,
+        copy: false,
+        subscriber: Some(fixtures::production_subscriber()),
+    })
+}
+
+/// How a variant's requests are made.
+type Make = fn() -> Request<()>;
+
+/// Every variant: its name, how its requests are made, and its stack.
+fn variants() -> Vec<(&'static str, Make, Box<dyn Variant>)> {
     use fixtures::{
-        ok_after_pending as pending, ok_at_once as instant, ok_with_extension as extended,
+        get, ok_after_pending as pending, ok_after_pending_with_extension as pending_extended,
+        ok_at_once as instant, ok_with_extension as extended, post, production_get,
     };
     vec![
-        (
-            "bare",
-            Method::GET,
-            stack(tower::service_fn(instant), 1, false),
-        ),
+        ("bare", get, stack(tower::service_fn(instant), 1, false)),
         (
             "bare_pending",
-            Method::GET,
+            get,
             stack(tower::service_fn(pending), 2, false),
         ),
         (
             "bare_plus_copy",
-            Method::GET,
+            get,
             stack(tower::service_fn(instant), 1, true),
         ),
         (
             "bare_plus_copy_pending",
-            Method::GET,
+            get,
             stack(tower::service_fn(pending), 2, true),
         ),
         (
             "tower_retry",
-            Method::GET,
+            get,
             stack(fixtures::tower_retry(instant), 1, false),
         ),
         (
             "tower_retry_pending",
-            Method::GET,
+            get,
             stack(fixtures::tower_retry(pending), 2, false),
         ),
         (
             "tower_retry_timeout",
-            Method::GET,
+            get,
             stack(fixtures::tower_retry_timeout(instant), 1, false),
         ),
         (
             "tower_retry_timeout_pending",
-            Method::GET,
+            get,
             stack(fixtures::tower_retry_timeout(pending), 2, false),
         ),
         (
             "retry_budget_get",
-            Method::GET,
+            get,
             stack(fixtures::retry_budget(instant), 1, false),
         ),
         (
             "retry_budget_get_pending",
-            Method::GET,
+            get,
             stack(fixtures::retry_budget(pending), 2, false),
         ),
         (
             "retry_budget_get_when_retried",
-            Method::GET,
+            get,
             stack(fixtures::retry_budget_when_retried(instant), 1, false),
         ),
         (
             "retry_budget_get_when_retried_pending",
-            Method::GET,
+            get,
             stack(fixtures::retry_budget_when_retried(pending), 2, false),
         ),
         (
             "retry_budget_post",
-            Method::POST,
+            post,
             stack(fixtures::retry_budget(instant), 1, false),
         ),
         (
             "retry_budget_post_pending",
-            Method::POST,
+            post,
             stack(fixtures::retry_budget(pending), 2, false),
         ),
         (
             "tower_retry_reporting",
-            Method::GET,
+            get,
             stack(fixtures::tower_retry(fixtures::ok_with_report), 1, false),
         ),
         (
             "tower_retry_extended",
-            Method::GET,
+            get,
             stack(fixtures::tower_retry(extended), 1, false),
         ),
         (
             "retry_budget_get_extended",
-            Method::GET,
+            get,
             stack(fixtures::retry_budget(extended), 1, false),
+        ),
+        (
+            "tower_retry_production",
+            production_get,
+            production(fixtures::tower_retry(extended), 1),
+        ),
+        (
+            "tower_retry_timeout_production_pending",
+            production_get,
+            production(fixtures::tower_retry_timeout(pending_extended), 2),
+        ),
+        (
+            "tower_retry_reporting_production",
+            production_get,
+            production(
+                fixtures::tower_retry(fixtures::ok_with_extension_and_report),
+                1,
+            ),
+        ),
+        (
+            "retry_budget_get_production",
+            production_get,
+            production(fixtures::retry_budget(extended), 1),
+        ),
+        (
+            "retry_budget_get_production_pending",
+            production_get,
+            production(fixtures::retry_budget(pending_extended), 2),
+        ),
+        (
+            "retry_budget_get_production_observed",
+            production_get,
+            production(fixtures::retry_budget_observed(extended), 1),
         ),
     ]
 }
 
-fn criterion_pass(c: &mut Criterion, variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
+fn criterion_pass(c: &mut Criterion, variants: &mut [(&'static str, Make, Box<dyn Variant>)]) {
     let mut group = c.benchmark_group("happy_path");
-    for (name, method, variant) in variants.iter_mut() {
+    for (name, make, variant) in variants.iter_mut() {
         group.bench_function(*name, |b| {
-            b.iter_batched(
-                || request(method.clone()),
-                |req| variant.call(req),
-                BatchSize::SmallInput,
-            )
+            b.iter_batched(*make, |req| variant.call(req), BatchSize::SmallInput)
         });
     }
     group.finish();
@@ -238,7 +296,7 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
-fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
+fn interleaved_pass(variants: &mut [(&'static str, Make, Box<dyn Variant>)]) {
     let count = variants.len();
     // Per variant and round: the median ns per call over the round's batches.
     let mut times = vec![Vec::with_capacity(ROUNDS); count];
@@ -247,8 +305,8 @@ fn interleaved_pass(variants: &mut [(&'static str, Method, Box<dyn Variant>)]) {
         for sample in 0..SAMPLES {
             for k in 0..count {
                 let i = (sample + k) % count;
-                let (_, method, variant) = &mut variants[i];
-                let requests: Vec<_> = (0..BATCH).map(|_| request(method.clone())).collect();
+                let (_, make, variant) = &mut variants[i];
+                let requests: Vec<_> = (0..BATCH).map(|_| make()).collect();
                 let start = Instant::now();
                 for req in requests {
                     variant.call(req);

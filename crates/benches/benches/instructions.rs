@@ -15,6 +15,10 @@
 //!   extension, as every response of `hyper_util`'s legacy client over its
 //!   `HttpConnector` does (`HttpInfo`): a report then goes into a map that
 //!   exists already;
+//! * `production` (the `*_production*` variants): what a service runs: a
+//!   global `tracing_subscriber::fmt()` at INFO writing to a sink, one
+//!   request extension, the response carrying one extension (pending once
+//!   for the `_pending` ones; with a no-op observer for `_observed`);
 //! * `reporting` (one variant, `tower_retry_reporting`): 200 at once, the
 //!   response carrying the report `RetryBudget` delivers by default, built
 //!   by the core and put in the extensions as the layer does: under
@@ -31,9 +35,9 @@
 use std::hint::black_box;
 
 use gungraun::{library_benchmark, library_benchmark_group, main};
-use http::{Method, Request};
+use http::Request;
 use retry_budget_benches::{
-    self as fixtures, copy, drive, request, Instant200, PendingOnce, CALLS, WARM_UP,
+    self as fixtures, copy, drive, Instant200, PendingOnce, CALLS, WARM_UP,
 };
 use tokio::runtime::EnterGuard;
 use tower::Service;
@@ -48,6 +52,13 @@ const EXTENDED: Instant = fixtures::ok_with_extension;
 /// Answers at once with the report `RetryBudget` would deliver already in
 /// its response: under `tower::retry`, the floor of the report's delivery.
 const REPORTING: Instant = fixtures::ok_with_report;
+/// Pending once, then a response carrying an extension.
+const PENDING_EXTENDED: Pending = fixtures::ok_after_pending_with_extension;
+/// The report's floor with the response's extension.
+const EXTENDED_REPORTING: Instant = fixtures::ok_with_extension_and_report;
+type Make = fn() -> Request<()>;
+const GET: Make = fixtures::get;
+const POST: Make = fixtures::post;
 
 /// A stack ready to be measured: the service, the requests, and the runtime
 /// context its timers need.
@@ -62,7 +73,20 @@ struct Bench<S> {
     _context: EnterGuard<'static>,
 }
 
-fn prepare<S>(mut service: S, method: Method, polls: usize, copy: bool) -> Bench<S>
+/// [`prepare`] in the configuration a service runs: a global
+/// `tracing_subscriber::fmt()` at INFO (each benchmark runs in a process of
+/// its own), requests carrying one extension.
+fn production<S>(service: S, polls: usize) -> Bench<S>
+where
+    S: Service<Request<()>>,
+    S::Error: std::fmt::Debug,
+{
+    tracing::dispatcher::set_global_default(fixtures::production_subscriber())
+        .expect("one subscriber per benchmark process");
+    prepare(service, fixtures::production_get, polls, false)
+}
+
+fn prepare<S>(mut service: S, make: Make, polls: usize, copy: bool) -> Bench<S>
 where
     S: Service<Request<()>>,
     S::Error: std::fmt::Debug,
@@ -75,11 +99,11 @@ where
     ));
     let context = runtime.enter();
     for _ in 0..WARM_UP {
-        black_box(drive(&mut service, request(method.clone()), polls));
+        black_box(drive(&mut service, make(), polls));
     }
     Bench {
         service,
-        requests: (0..CALLS).map(|_| request(method.clone())).collect(),
+        requests: (0..CALLS).map(|_| make()).collect(),
         polls,
         copy,
         _context: context,
@@ -104,11 +128,11 @@ where
 }
 
 fn instant_inner(copy: bool) -> Bench<tower::util::ServiceFn<Instant>> {
-    prepare(tower::service_fn(INSTANT), Method::GET, 1, copy)
+    prepare(tower::service_fn(INSTANT), GET, 1, copy)
 }
 
 fn pending_inner(copy: bool) -> Bench<tower::util::ServiceFn<Pending>> {
-    prepare(tower::service_fn(PENDING), Method::GET, 2, copy)
+    prepare(tower::service_fn(PENDING), GET, 2, copy)
 }
 
 #[library_benchmark]
@@ -149,25 +173,25 @@ type RetryTimeout<F> = tower::retry::Retry<
 type Budget<F> = tower_retry_budget::RetryBudget<tower::util::ServiceFn<F>>;
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::tower_retry(INSTANT), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::tower_retry(INSTANT), GET, 1, false))]
 fn tower_retry(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::pending(prepare(fixtures::tower_retry(PENDING), Method::GET, 2, false))]
+#[bench::pending(prepare(fixtures::tower_retry(PENDING), GET, 2, false))]
 fn tower_retry_pending(bench: Bench<Retry<Pending>>) -> Bench<Retry<Pending>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::tower_retry_timeout(INSTANT), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::tower_retry_timeout(INSTANT), GET, 1, false))]
 fn tower_retry_timeout(bench: Bench<RetryTimeout<Instant>>) -> Bench<RetryTimeout<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::pending(prepare(fixtures::tower_retry_timeout(PENDING), Method::GET, 2, false))]
+#[bench::pending(prepare(fixtures::tower_retry_timeout(PENDING), GET, 2, false))]
 fn tower_retry_timeout_pending(
     bench: Bench<RetryTimeout<Pending>>,
 ) -> Bench<RetryTimeout<Pending>> {
@@ -175,56 +199,94 @@ fn tower_retry_timeout_pending(
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::retry_budget(INSTANT), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::retry_budget(INSTANT), GET, 1, false))]
 fn retry_budget_get(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::pending(prepare(fixtures::retry_budget(PENDING), Method::GET, 2, false))]
+#[bench::pending(prepare(fixtures::retry_budget(PENDING), GET, 2, false))]
 fn retry_budget_get_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::retry_budget_when_retried(INSTANT), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::retry_budget_when_retried(INSTANT), GET, 1, false))]
 fn retry_budget_get_when_retried(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::pending(prepare(fixtures::retry_budget_when_retried(PENDING), Method::GET, 2, false))]
+#[bench::pending(prepare(fixtures::retry_budget_when_retried(PENDING), GET, 2, false))]
 fn retry_budget_get_when_retried_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::tower_retry(REPORTING), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::tower_retry(REPORTING), GET, 1, false))]
 fn tower_retry_reporting(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::tower_retry(EXTENDED), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::tower_retry(EXTENDED), GET, 1, false))]
 fn tower_retry_extended(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::retry_budget(EXTENDED), Method::GET, 1, false))]
+#[bench::instant(prepare(fixtures::retry_budget(EXTENDED), GET, 1, false))]
 fn retry_budget_get_extended(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::instant(prepare(fixtures::retry_budget(INSTANT), Method::POST, 1, false))]
+#[bench::instant(prepare(fixtures::retry_budget(INSTANT), POST, 1, false))]
 fn retry_budget_post(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
 }
 
 #[library_benchmark]
-#[bench::pending(prepare(fixtures::retry_budget(PENDING), Method::POST, 2, false))]
+#[bench::pending(prepare(fixtures::retry_budget(PENDING), POST, 2, false))]
 fn retry_budget_post_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(production(fixtures::tower_retry(EXTENDED), 1))]
+fn tower_retry_production(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(production(fixtures::tower_retry_timeout(PENDING_EXTENDED), 2))]
+fn tower_retry_timeout_production_pending(
+    bench: Bench<RetryTimeout<Pending>>,
+) -> Bench<RetryTimeout<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(production(fixtures::tower_retry(EXTENDED_REPORTING), 1))]
+fn tower_retry_reporting_production(bench: Bench<Retry<Instant>>) -> Bench<Retry<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(production(fixtures::retry_budget(EXTENDED), 1))]
+fn retry_budget_get_production(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::pending(production(fixtures::retry_budget(PENDING_EXTENDED), 2))]
+fn retry_budget_get_production_pending(bench: Bench<Budget<Pending>>) -> Bench<Budget<Pending>> {
+    run(bench)
+}
+
+#[library_benchmark]
+#[bench::instant(production(fixtures::retry_budget_observed(EXTENDED), 1))]
+fn retry_budget_get_production_observed(bench: Bench<Budget<Instant>>) -> Bench<Budget<Instant>> {
     run(bench)
 }
 
@@ -247,7 +309,13 @@ library_benchmark_group!(
         tower_retry_extended,
         retry_budget_get_extended,
         retry_budget_post,
-        retry_budget_post_pending
+        retry_budget_post_pending,
+        tower_retry_production,
+        tower_retry_timeout_production_pending,
+        tower_retry_reporting_production,
+        retry_budget_get_production,
+        retry_budget_get_production_pending,
+        retry_budget_get_production_observed
     ]
 );
 

@@ -27,7 +27,7 @@ use retry_budget_benches::{CALLS, RATIOS, WARM_UP};
 use serde_json::Value;
 
 /// Every variant of `benches/instructions.rs`.
-const VARIANTS: [&str; 17] = [
+const VARIANTS: [&str; 23] = [
     "bare",
     "bare_pending",
     "bare_plus_copy",
@@ -45,6 +45,12 @@ const VARIANTS: [&str; 17] = [
     "retry_budget_get_extended",
     "retry_budget_post",
     "retry_budget_post_pending",
+    "tower_retry_production",
+    "tower_retry_timeout_production_pending",
+    "tower_retry_reporting_production",
+    "retry_budget_get_production",
+    "retry_budget_get_production_pending",
+    "retry_budget_get_production_observed",
 ];
 
 /// What one benchmark's summary says.

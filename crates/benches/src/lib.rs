@@ -19,7 +19,9 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use http::{Method, Request, Response};
-use retry_budget::{Policy, RetryAfter};
+use std::sync::Arc;
+
+use retry_budget::{Action, Decision, Policy, Report, RetryAfter};
 use tower::retry::Retry;
 use tower::timeout::Timeout;
 use tower::util::ServiceFn;
@@ -33,6 +35,41 @@ pub const CALLS: usize = 1_000;
 /// Calls made in the instruction-count bench's setup before the measured
 /// ones (not in its instruction counts, but in callgrind's call counts).
 pub const WARM_UP: usize = 64;
+
+/// A GET with three headers, as a client sends.
+pub fn get() -> Request<()> {
+    request(Method::GET)
+}
+
+/// A POST with three headers.
+pub fn post() -> Request<()> {
+    request(Method::POST)
+}
+
+/// What a service's client puts in its requests' extensions (a request
+/// id, a tracing context, tonic's and axum's own types): one value.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestId(pub u64);
+
+/// A GET with three headers and one request extension ([`RequestId`]):
+/// the request of the production variants.
+pub fn production_get() -> Request<()> {
+    let mut request = get();
+    request.extensions_mut().insert(RequestId(7));
+    request
+}
+
+/// The subscriber of the production variants: `tracing_subscriber::fmt()`
+/// at INFO writing to a sink, as a service logs (a service's own INFO
+/// lines would be written; the layer's events are at DEBUG).
+pub fn production_subscriber() -> tracing::Dispatch {
+    tracing::Dispatch::new(
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(std::io::sink)
+            .finish(),
+    )
+}
 
 /// A GET or POST with three headers, as a client sends.
 pub fn request(method: Method) -> Request<()> {
@@ -78,33 +115,51 @@ pub struct ConnectionInfo {
 /// `HttpInfo`: the extension map a report goes into already exists.
 pub fn ok_with_extension(_req: Request<()>) -> Instant200 {
     let mut response = Response::new(());
-    response.extensions_mut().insert(ConnectionInfo {
-        remote: SocketAddr::from(([127, 0, 0, 1], 8080)),
-        local: SocketAddr::from(([127, 0, 0, 1], 50_000)),
-    });
+    response.extensions_mut().insert(connection_info());
     ready(Ok(response))
 }
 
 /// The policy of [`ok_with_report`]'s report: the default, as the
-/// `retry_budget` variants use.
-static REPORT_POLICY: LazyLock<Policy> = LazyLock::new(Policy::default);
+/// `retry_budget` variants use, shared as the layer shares it.
+static REPORT_POLICY: LazyLock<Arc<Policy>> = LazyLock::new(|| Arc::new(Policy::default()));
 
-/// Answers 200 at once, its response carrying the [`Report`](retry_budget::Report) that
-/// `RetryBudget` delivers by default for an action its first answer ended:
-/// built by the core ([`Policy::first_answer`], then
-/// [`FirstAnswer::into_report`](retry_budget::FirstAnswer::into_report))
-/// and put in the response's extensions, exactly as the layer does, but
-/// with no clock or header read. Under `tower::retry`
-/// (`tower_retry_reporting`), it is the floor of the "report delivered as
-/// today" goal: what that delivery costs without the rest of the layer.
+/// The report `RetryBudget` delivers by default for an action its first
+/// answer (200, at elapsed zero) ended, built by the core as the layer
+/// builds it: an [`Action`], its start, its response, its report.
+fn first_answer_report() -> Report {
+    let mut action = Action::new(REPORT_POLICY.clone());
+    action.attempt_started(Duration::ZERO);
+    let stop = action.response(Duration::ZERO, 200, &RetryAfter::Missing, None);
+    assert_eq!(stop, Decision::Stop(retry_budget::Outcome::Success));
+    action.take_report().expect("stopped")
+}
+
+/// Answers 200 at once, its response carrying the [`Report`] that
+/// `RetryBudget` delivers by default for an action its first answer ended,
+/// built by the core and put in the response's extensions exactly as the
+/// layer does, with no clock or header read. Under `tower::retry`
+/// (`tower_retry_reporting`), it is the floor of "the caller always learns
+/// what happened": what that costs without the rest of the layer.
 pub fn ok_with_report(_req: Request<()>) -> Instant200 {
-    let policy = &*REPORT_POLICY;
     let mut response = Response::new(());
-    let answer = policy
-        .first_answer(Duration::ZERO, 200, &RetryAfter::Missing, None)
-        .expect("the default policy ends an action on a first 200");
-    response.extensions_mut().insert(answer.into_report(policy));
+    response.extensions_mut().insert(first_answer_report());
     ready(Ok(response))
+}
+
+/// [`ok_with_report`] whose response also carries the extension of
+/// [`ok_with_extension`]: the floor in the production configuration.
+pub fn ok_with_extension_and_report(_req: Request<()>) -> Instant200 {
+    let mut response = Response::new(());
+    response.extensions_mut().insert(connection_info());
+    response.extensions_mut().insert(first_answer_report());
+    ready(Ok(response))
+}
+
+fn connection_info() -> ConnectionInfo {
+    ConnectionInfo {
+        remote: SocketAddr::from(([127, 0, 0, 1], 8080)),
+        local: SocketAddr::from(([127, 0, 0, 1], 50_000)),
+    }
 }
 
 /// A future that is pending once (it wakes its waker at once, as an I/O
@@ -114,6 +169,8 @@ pub fn ok_with_report(_req: Request<()>) -> Instant200 {
 #[derive(Debug, Default)]
 pub struct PendingOnce {
     polled: bool,
+    /// Whether the response carries a [`ConnectionInfo`].
+    extended: bool,
 }
 
 impl Future for PendingOnce {
@@ -121,7 +178,11 @@ impl Future for PendingOnce {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         if self.polled {
-            Poll::Ready(Ok(Response::new(())))
+            let mut response = Response::new(());
+            if self.extended {
+                response.extensions_mut().insert(connection_info());
+            }
+            Poll::Ready(Ok(response))
         } else {
             self.polled = true;
             cx.waker().wake_by_ref();
@@ -133,6 +194,14 @@ impl Future for PendingOnce {
 /// An inner service answering 200 after being pending once.
 pub fn ok_after_pending(_req: Request<()>) -> PendingOnce {
     PendingOnce::default()
+}
+
+/// [`ok_after_pending`] whose response carries a [`ConnectionInfo`].
+pub fn ok_after_pending_with_extension(_req: Request<()>) -> PendingOnce {
+    PendingOnce {
+        polled: false,
+        extended: true,
+    }
 }
 
 /// A minimal 429-only policy for `tower::retry::Retry`: what a user writes
@@ -200,6 +269,26 @@ where
         .layer(service_fn(inner))
 }
 
+/// A no-op [`Observer`](tower_retry_budget::Observer): what the CLI and
+/// the proxy set (theirs feed metrics), at its smallest.
+#[derive(Debug, Clone, Copy)]
+pub struct NoopObserver;
+
+impl tower_retry_budget::Observer for NoopObserver {
+    fn on_event(&self, _: tower_retry_budget::ActionId, _: &retry_budget::Event) {}
+}
+
+/// `RetryBudget` with the default policy and a [`NoopObserver`] over
+/// `inner`.
+pub fn retry_budget_observed<F, Fut>(inner: F) -> RetryBudget<ServiceFn<F>>
+where
+    F: FnMut(Request<()>) -> Fut,
+{
+    RetryBudgetLayer::new(Policy::default())
+        .observer(NoopObserver)
+        .layer(service_fn(inner))
+}
+
 /// Drives one call to completion as a caller would: `poll_ready`, `call`,
 /// then polls until ready (at most `polls` times) with a no-op waker; the
 /// response is returned (dropping it is the caller's business).
@@ -240,8 +329,34 @@ pub struct Ratio {
     pub meaning: &'static str,
 }
 
-/// The ratios both benches print, by variant name.
-pub const RATIOS: [Ratio; 11] = [
+/// The ratios both benches print, by variant name. The production ones
+/// come first: a subscriber at INFO, a request extension, a response
+/// extension (see [`production_get`], [`production_subscriber`]).
+pub const RATIOS: [Ratio; 15] = [
+    Ratio {
+        numerator: "retry_budget_get_production",
+        denominator: "tower_retry_production",
+        goal: Some(1.25),
+        meaning: "production: instant GET, report delivered",
+    },
+    Ratio {
+        numerator: "retry_budget_get_production_pending",
+        denominator: "tower_retry_timeout_production_pending",
+        goal: Some(1.25),
+        meaning: "production: pending-once GET vs retry + timeout",
+    },
+    Ratio {
+        numerator: "retry_budget_get_production_observed",
+        denominator: "tower_retry_production",
+        goal: Some(1.40),
+        meaning: "production: instant GET with a no-op observer",
+    },
+    Ratio {
+        numerator: "tower_retry_reporting_production",
+        denominator: "tower_retry_production",
+        goal: None,
+        meaning: "production: tower::retry, its response carrying the report: the floor of the first goal",
+    },
     Ratio {
         numerator: "retry_budget_get",
         denominator: "tower_retry",

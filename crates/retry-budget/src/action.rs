@@ -82,7 +82,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 use crate::trail_store::{Events, Trail};
-use crate::{Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter};
+use crate::{
+    Answer, Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter,
+};
 
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,10 +134,7 @@ pub struct Action {
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
-    replay_blocked: bool,
-    retry_forbidden: bool,
     told: Told,
-    reset_headers: Option<Box<ResetHeaders>>,
 }
 
 impl Action {
@@ -187,9 +186,6 @@ impl Action {
             policy: policy.into(),
             phase: Phase::Ready,
             latest: Duration::ZERO,
-            replay_blocked: false,
-            retry_forbidden: false,
-            reset_headers: None,
             attempts_started: 0,
             last_status: None,
             request_time: Duration::ZERO,
@@ -320,19 +316,11 @@ impl Action {
         self.decision()
     }
 
-    /// A response arrived at `now` with this status and `Retry-After`.
+    /// A response arrived at `now` with this status and `Retry-After`:
+    /// [`respond`](Self::respond) with nothing more to tell
+    /// ([`Answer::new`]`(status, retry_after).calendar(calendar)`).
     /// `calendar` is the trusted calendar time at receipt (`None` when there
-    /// is none), used only to turn an HTTP-date (or a Unix-time reset
-    /// header) into a wait, once.
-    ///
-    /// For a status the policy retries, the server's delay is the longest
-    /// of the valid `Retry-After` values (several fields or a list: the
-    /// longest counts) and of the [reset headers](Self::reset_headers)
-    /// given for this response; it is read whatever happens next, so that
-    /// the report's [`server_requested_wait`](Report::server_requested_wait)
-    /// is always the last response's. Without one, the local fallback
-    /// applies. A [spread](crate::PolicyBuilder::spread) is added on top of
-    /// a server's delay.
+    /// is none), used only to turn an HTTP-date into a wait, once.
     pub fn response(
         &mut self,
         now: Duration,
@@ -340,12 +328,51 @@ impl Action {
         retry_after: &RetryAfter,
         calendar: Option<SystemTime>,
     ) -> Decision {
+        self.respond(now, Answer::new(status, retry_after).calendar(calendar))
+    }
+
+    /// A response arrived at `now`, and this is all it tells
+    /// ([`Answer`]: the status, `Retry-After`, the calendar reading, reset
+    /// headers, a retry forbidden by the server, a translated status,
+    /// whether the request can be sent again). The one input for a
+    /// response; ignored (the standing decision is returned) unless an
+    /// attempt is in flight.
+    ///
+    /// For a status the policy retries, the server's delay is the longest
+    /// of the valid `Retry-After` values (several fields or a list: the
+    /// longest counts) and of the reset headers; it is read whatever
+    /// happens next, so that the report's
+    /// [`server_requested_wait`](Report::server_requested_wait) is always
+    /// the last response's. Without one, the local fallback applies. A
+    /// [spread](crate::PolicyBuilder::spread) is added on top of a server's
+    /// delay.
+    ///
+    /// Stop reasons, in order: a status not retried, a retry forbidden by
+    /// the server, no attempts left, a request that cannot be sent again, a
+    /// date with no trusted clock, a reservation that does not fit.
+    pub fn respond(&mut self, now: Duration, answer: Answer<'_>) -> Decision {
+        let Answer {
+            status,
+            retry_after,
+            calendar,
+            resets: reset_headers,
+            forbidden,
+            translated_from,
+            replayable,
+        } = answer;
         let now = self.observe(now);
         let Phase::InFlight { started } = self.phase else {
             return self.decision();
         };
-        let forbidden = std::mem::take(&mut self.retry_forbidden);
-        let reset_headers = self.reset_headers.take();
+        if let Some(from) = translated_from {
+            self.push(
+                now,
+                EventKind::Translated {
+                    attempt: self.attempts_started,
+                    from,
+                },
+            );
+        }
         self.request_time += now - started;
         self.last_status = Some(status);
         let retried = self.policy.retries(status);
@@ -362,13 +389,7 @@ impl Action {
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
         let asked = if retried || status == 429 {
-            self.server_asked(
-                now,
-                retried,
-                retry_after,
-                reset_headers.as_deref(),
-                calendar,
-            )
+            self.server_asked(now, retried, retry_after, reset_headers.as_ref(), calendar)
         } else {
             ServerAsked::Nothing
         };
@@ -396,7 +417,7 @@ impl Action {
         if self.attempts_started >= self.policy.max_attempts() {
             return self.stop(now, Outcome::AttemptsExhausted);
         }
-        if self.replay_blocked {
+        if !replayable {
             return self.stop(now, Outcome::NotReplayable);
         }
         let (wait, basis) = match asked {
@@ -438,31 +459,6 @@ impl Action {
             },
         );
         self.decision()
-    }
-
-    /// The rate-limit reset headers of the response about to be given to
-    /// [`response`](Action::response), raw (the adapter finds them; see
-    /// [`ResetHeaders`] for the rule). Read only if that response's status
-    /// is one the policy retries; applies to the next response only.
-    /// Ignored unless an attempt is in flight.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Policy, ResetFormat, ResetHeaders, RetryAfter};
-    ///
-    /// let mut action = Action::new(Policy::default());
-    /// action.attempt_started(Duration::ZERO);
-    /// let mut headers = ResetHeaders::new(None);
-    /// headers.push("ratelimit-reset", ResetFormat::Seconds, b"5");
-    /// action.reset_headers(headers);
-    /// // No Retry-After: the reset header's 5 s instead of the 2 s fallback.
-    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::Missing, None);
-    /// assert_eq!(next, Decision::WaitUntil(Duration::from_secs(6)));
-    /// ```
-    pub fn reset_headers(&mut self, headers: ResetHeaders) {
-        if matches!(self.phase, Phase::InFlight { .. }) && !headers.is_empty() {
-            self.reset_headers = Some(Box::new(headers));
-        }
     }
 
     /// What the server asked in this response: `Retry-After` (the longest
@@ -750,73 +746,6 @@ impl Action {
         self.attempt_failed(now, Outcome::TransportError)
     }
 
-    /// The request can no longer be sent again in full (its body went over
-    /// the replay limit while it was sent). A later retried status then
-    /// stops the action as [`Outcome::NotReplayable`], after the status and
-    /// attempts-left checks and before any wait is planned. Changes nothing
-    /// else; calling it is harmless when no retry follows.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
-    ///
-    /// let mut action = Action::new(Policy::default());
-    /// action.attempt_started(Duration::ZERO);
-    /// action.request_not_replayable();
-    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
-    /// assert_eq!(next, Decision::Stop(Outcome::NotReplayable));
-    /// ```
-    pub fn request_not_replayable(&mut self) {
-        self.replay_blocked = true;
-    }
-
-    /// The server has forbidden a retry of the response about to be given
-    /// to [`response`](Action::response) (gRPC: a `grpc-retry-pushback-ms`
-    /// that is negative or malformed, gRFC A6). If that response's status is
-    /// one the policy retries, the action stops as
-    /// [`Outcome::NotRetryable`] (with an
-    /// [`EventKind::RetryForbidden`] in the trail), right after the status
-    /// check and before the attempts-left check: the service's answer itself
-    /// is not retryable. Applies to the next response only; a status the
-    /// policy does not retry ends as it always does.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
-    ///
-    /// let mut action = Action::new(Policy::default());
-    /// action.attempt_started(Duration::ZERO);
-    /// action.retry_forbidden();
-    /// let next = action.response(Duration::from_secs(1), 429, &RetryAfter::Missing, None);
-    /// assert_eq!(next, Decision::Stop(Outcome::NotRetryable));
-    /// ```
-    pub fn retry_forbidden(&mut self) {
-        if matches!(self.phase, Phase::InFlight { .. }) {
-            self.retry_forbidden = true;
-        }
-    }
-
-    /// The adapter translated the response about to be given to
-    /// [`response`](Action::response) from another protocol's signal (gRPC:
-    /// `grpc-status: 8` RESOURCE_EXHAUSTED told as `429`, its
-    /// `grpc-retry-pushback-ms` as the server's delay). `from` says what the
-    /// service actually sent; it is recorded in the trail at `now`
-    /// ([`EventKind::Translated`]), just before the response, so a reader
-    /// of the trail knows where the status and the delay came from. Changes
-    /// no decision. Ignored unless an attempt is in flight.
-    pub fn response_translated(&mut self, now: Duration, from: impl Into<String>) {
-        let now = self.observe(now);
-        if matches!(self.phase, Phase::InFlight { .. }) {
-            self.push(
-                now,
-                EventKind::Translated {
-                    attempt: self.attempts_started,
-                    from: from.into(),
-                },
-            );
-        }
-    }
-
     /// The trail so far.
     pub fn events(&self) -> &[Event] {
         &self.events
@@ -925,13 +854,8 @@ impl Action {
 
     /// The start condition for an attempt after `started` ones, at `now`:
     /// attempts left, then the full reservation fits. Its deadline if so.
-    /// (Shared with [`Policy::first_attempt`].)
     #[inline]
-    pub(crate) fn may_start_at(
-        policy: &Policy,
-        started: u32,
-        now: Duration,
-    ) -> Result<Duration, Outcome> {
+    fn may_start_at(policy: &Policy, started: u32, now: Duration) -> Result<Duration, Outcome> {
         if started >= policy.max_attempts() {
             return Err(Outcome::AttemptsExhausted);
         }

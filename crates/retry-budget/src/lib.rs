@@ -27,7 +27,7 @@
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `action.rs` | the budget rule (the state machine) |
-//! | `first_attempt.rs` | the first attempt's decisions from the policy alone, for an adapter that creates the `Action` only when needed |
+//! | `answer.rs` | what one response tells the action, in one value |
 //! | `trail.rs` | the events of the trail |
 //! | `trail_store.rs` | where the trail is kept (inline while short) |
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
@@ -59,8 +59,8 @@
 
 mod action;
 mod after_data;
+mod answer;
 mod category;
-mod first_attempt;
 mod http_date;
 mod outcome;
 mod policy;
@@ -78,8 +78,8 @@ mod trail_store;
 pub mod replay;
 
 pub use action::{Action, ClientEffects, Decision};
+pub use answer::Answer;
 pub use category::Category;
-pub use first_attempt::FirstAnswer;
 pub use http_date::{HttpDate, Tolerated};
 pub use outcome::Outcome;
 pub use policy::{

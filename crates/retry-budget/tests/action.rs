@@ -6,8 +6,8 @@
 use std::time::{Duration, SystemTime};
 
 use retry_budget::{
-    Action, Decision, Event, EventKind, Outcome, Policy, Report, RetryAfter, RetryAfterSeen,
-    WaitBasis,
+    Action, Answer, Decision, Event, EventKind, Outcome, Policy, Report, RetryAfter,
+    RetryAfterSeen, WaitBasis,
 };
 
 fn s(secs: u64) -> Duration {
@@ -1376,10 +1376,15 @@ fn every_outcome_has_a_distinct_headline_and_message_equals_display() {
 fn a_retry_forbidden_by_the_server_stops_a_retried_status_as_not_retryable() {
     let mut action = action();
     action.attempt_started(s(0));
-    action.retry_forbidden();
     // Attempts and budget are left: only the server's word stops it.
+    let missing = RetryAfter::Missing;
     assert_eq!(
-        action.response(s(1), 429, &RetryAfter::Missing, cal(s(1))),
+        action.respond(
+            s(1),
+            Answer::new(429, &missing)
+                .calendar(cal(s(1)))
+                .forbidden(true)
+        ),
         Decision::Stop(Outcome::NotRetryable)
     );
     let report = report(&action);
@@ -1411,26 +1416,30 @@ fn a_forbidden_retry_is_checked_before_attempts_left_and_only_for_retried_status
     // Before attempts_exhausted: the answer itself is not retryable.
     let mut last = Action::new(Policy::builder().max_attempts(1).build().unwrap());
     last.attempt_started(s(0));
-    last.retry_forbidden();
+    let one = ra("1");
     assert_eq!(
-        last.response(s(1), 429, &ra("1"), None),
+        last.respond(s(1), Answer::new(429, &one).forbidden(true)),
         Decision::Stop(Outcome::NotRetryable)
     );
     // A status the policy does not retry ends as always.
     let mut ok = action();
     ok.attempt_started(s(0));
-    ok.retry_forbidden();
+    let missing = RetryAfter::Missing;
     assert_eq!(
-        ok.response(s(1), 200, &RetryAfter::Missing, None),
+        ok.respond(s(1), Answer::new(200, &missing).forbidden(true)),
         Decision::Stop(Outcome::Success)
     );
     assert!(!report(&ok)
         .events
         .iter()
         .any(|e| matches!(e.kind, EventKind::RetryForbidden { .. })));
-    // Before any attempt, the input is ignored; it applies to one response.
+    // Before any attempt, the answer is ignored; it applies to one response.
     let mut early = action();
-    early.retry_forbidden();
+    assert_eq!(
+        early.respond(s(0), Answer::new(429, &one).forbidden(true)),
+        Decision::StartNow
+    );
+    assert!(early.events().is_empty());
     early.attempt_started(s(0));
     assert_eq!(
         early.response(s(1), 429, &ra("1"), None),
@@ -1442,13 +1451,13 @@ fn a_forbidden_retry_is_checked_before_attempts_left_and_only_for_retried_status
 fn a_translated_response_is_recorded_just_before_it_and_changes_nothing() {
     let mut action = action();
     action.attempt_started(s(0));
-    action.response_translated(
-        ms(300),
-        "grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000",
-    );
     let pushback = RetryAfter::Seconds(ms(1000));
     assert_eq!(
-        action.response(ms(300), 429, &pushback, None),
+        action.respond(
+            ms(300),
+            Answer::new(429, &pushback)
+                .translated_from("grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000")
+        ),
         Decision::WaitUntil(ms(1300))
     );
     let kinds: Vec<_> = action.events().iter().map(|e| e.kind.clone()).collect();
@@ -1462,7 +1471,11 @@ fn a_translated_response_is_recorded_just_before_it_and_changes_nothing() {
     assert!(matches!(kinds[2], EventKind::Response { status: 429, .. }));
     // Not in flight: ignored.
     let before = action.events().len();
-    action.response_translated(ms(400), "ignored");
+    let missing = RetryAfter::Missing;
+    action.respond(
+        ms(400),
+        Answer::new(200, &missing).translated_from("ignored"),
+    );
     assert_eq!(action.events().len(), before);
 }
 

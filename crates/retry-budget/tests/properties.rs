@@ -12,7 +12,8 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 use retry_budget::replay::{run_case, CalendarJump, Case, ScriptedAttempt};
 use retry_budget::{
-    Action, Decision, EventKind, Outcome, Policy, Report, RetryAfter, RetryAfterSeen, WaitBasis,
+    Action, Answer, Decision, EventKind, Outcome, Policy, Report, RetryAfter, RetryAfterSeen,
+    WaitBasis,
 };
 
 fn epoch() -> SystemTime {
@@ -667,7 +668,10 @@ proptest! {
         let mut action = Action::new(policy);
         let mut latest = Duration::ZERO;
         let mut frozen: Option<Report> = None;
+        // The server's word and a translation are told with the next
+        // response the action answers (one `Answer`), as an adapter does.
         let mut forbidden = false;
+        let mut translated = false;
         for input in &inputs {
             let before = action.attempts_started();
             let phase_before = action.decision();
@@ -675,19 +679,24 @@ proptest! {
             let decision = match input {
                 Input::Start(t) => action.attempt_started(*t),
                 Input::Response(t, status, header, calendar) => {
-                    action.response(*t, *status, header, *calendar)
+                    let mut answer = Answer::new(*status, header)
+                        .calendar(*calendar)
+                        .forbidden(forbidden);
+                    if translated {
+                        answer = answer.translated_from("from elsewhere");
+                    }
+                    action.respond(*t, answer)
                 }
                 Input::Woke(t) => action.timer_woke(*t),
                 Input::Left(t) => action.caller_left(*t),
                 Input::TimedOut(t) => action.attempt_timed_out(*t),
                 Input::TransportFailed(t) => action.transport_failed(*t),
                 Input::Forbid => {
-                    action.retry_forbidden();
-                    forbidden |= matches!(phase_before, Decision::AwaitResponse { .. });
+                    forbidden = true;
                     action.decision()
                 }
-                Input::Translated(t) => {
-                    action.response_translated(*t, "from elsewhere");
+                Input::Translated(_) => {
+                    translated = true;
                     action.decision()
                 }
             };
@@ -698,6 +707,7 @@ proptest! {
             );
             let forbid_applies = forbidden && answered;
             forbidden &= !answered;
+            translated &= !answered;
             if matches!(input, Input::Forbid | Input::Translated(_)) {
                 prop_assert_eq!(decision, phase_before);
             }

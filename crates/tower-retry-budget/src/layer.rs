@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use http::{HeaderMap, StatusCode};
-use retry_budget::{Action, Decision, Policy};
+use retry_budget::{Action, Policy};
 use tower::retry::budget::Budget;
 use tower::Layer;
 
@@ -57,13 +57,6 @@ pub(crate) struct Config {
     pub(crate) report_mode: ReportMode,
     /// Whether every attempt carries an [`AttemptDeadline`](crate::AttemptDeadline).
     pub(crate) attempt_deadlines: bool,
-    /// Whether a first attempt may start on the policy's word when nobody
-    /// listens and nothing is shared for its request (see
-    /// [`Config::settle`]).
-    pub(crate) defers_first: bool,
-    /// Whether a plain request's first attempt starts on the policy's word
-    /// (see [`Config::settle`]). Both are worked out once, not per request.
-    pub(crate) plain_first: bool,
 }
 
 impl Default for Config {
@@ -84,11 +77,11 @@ pub enum ReportMode {
     /// Only responses of actions that sent more than one attempt, or that
     /// the caller asked about (a [`ReportSlot`](crate::ReportSlot) in the
     /// request) or an [`Observer`] watches. A response to a first attempt
-    /// that ended the action carries none: no report is built and no clock
-    /// is read. That saves the report's allocations (its box and, if the
-    /// response has none yet, its extension map): about 1,130 instructions
-    /// of the 4,230 a GET answered at once costs with it (`BENCHMARKS.md`).
-    /// Errors always carry their report.
+    /// that ended the action carries none: no report is built. That saves
+    /// the report's allocations (its box and, if the
+    /// response has none yet, its extension map), most of what the layer
+    /// costs on a request answered at once (`BENCHMARKS.md`). Errors always
+    /// carry their report.
     WhenRetried,
 }
 
@@ -114,7 +107,7 @@ impl std::fmt::Debug for Config {
 
 impl Config {
     pub(crate) fn new(policy: Policy) -> Self {
-        let mut config = Self {
+        Self {
             policy: Arc::new(policy),
             calendar: None,
             dates: DateReference::default(),
@@ -125,32 +118,7 @@ impl Config {
             observer: None,
             report_mode: ReportMode::default(),
             attempt_deadlines: false,
-            defers_first: false,
-            plain_first: false,
-        };
-        config.settle();
-        config
-    }
-
-    /// Works out what follows from the whole configuration, after any
-    /// change: when a first attempt starts on the policy's word, with no
-    /// `Action` until one is needed.
-    ///
-    /// It may when the policy sends a first attempt at all, nothing below
-    /// reads the reservation (no attempt deadlines) and the jitter is not
-    /// seeded (the seeds follow the actions), and then for a request that
-    /// nobody listens to and that shares nothing (`defers_first`). A plain
-    /// request (nothing in its extensions, no `tracing` subscriber) under a
-    /// layer with no client budget, hold-off map or observer always does
-    /// (`plain_first`).
-    fn settle(&mut self) {
-        self.defers_first = !self.attempt_deadlines
-            && self.seeds.is_none()
-            && matches!(self.policy.first_attempt(), Decision::AwaitResponse { .. });
-        self.plain_first = self.defers_first
-            && self.budget.is_none()
-            && self.hold_off.is_none()
-            && self.observer.is_none();
+        }
     }
 
     /// A new action under this configuration.
@@ -168,14 +136,6 @@ impl Config {
             None => HttpSignal.read(status, headers),
             Some(signal) => signal.read(status, headers),
         }
-    }
-
-    /// The status the signal will report for a response with `status`,
-    /// when it is that status whatever the headers say: the default
-    /// [`HttpSignal`] takes it as it is; a custom signal may translate it.
-    #[inline]
-    pub(crate) fn status_as_is(&self, status: StatusCode) -> Option<u16> {
-        self.signal.is_none().then(|| status.as_u16())
     }
 
     /// The calendar reading at receipt of a response with these headers.
@@ -226,7 +186,6 @@ impl RetryBudgetLayer {
     fn with(mut self, set: impl FnOnce(&mut Config)) -> Self {
         let config = Arc::make_mut(&mut self.config);
         set(config);
-        config.settle();
         self
     }
 
@@ -354,62 +313,18 @@ impl<S> Layer<S> for RetryBudgetLayer {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use retry_budget::{Event, Ratio};
-
     use super::*;
-    use crate::observer::ActionId;
-    use crate::ClientBudget;
-
-    struct Quiet;
-
-    impl Observer for Quiet {
-        fn on_event(&self, _: ActionId, _: &Event) {}
-    }
-
-    /// `(defers_first, plain_first)` of a layer.
-    fn deferral(layer: &RetryBudgetLayer) -> (bool, bool) {
-        (layer.config.defers_first, layer.config.plain_first)
-    }
 
     #[test]
-    fn the_deferral_follows_every_change_of_the_configuration() {
+    fn a_change_copies_a_configuration_a_service_shares() {
         let plain = RetryBudgetLayer::new(Policy::default());
-        assert_eq!(deferral(&plain), (true, true));
-        assert_eq!(deferral(&RetryBudgetLayer::default()), (true, true));
-        // Shared or heard: a request may still defer if it shares nothing
-        // and nobody hears it, but no request is plain.
-        let budget = ClientBudget::new(Ratio::new(1, 10).unwrap(), 1, Duration::from_secs(10))
-            .expect("a valid budget");
-        assert_eq!(
-            deferral(&plain.clone().client_budget(budget)),
-            (true, false)
-        );
-        assert_eq!(
-            deferral(&plain.clone().hold_off(HoldOff::default())),
-            (true, false)
-        );
-        assert_eq!(deferral(&plain.clone().observer(Quiet)), (true, false));
-        // Read below, or seeded: every action has its `Action` from the start.
-        assert_eq!(deferral(&plain.clone().attempt_deadlines()), (false, false));
-        assert_eq!(deferral(&plain.clone().jitter_seed(7)), (false, false));
-        // Any policy that sends a first attempt: one that never retries too.
-        let once = Policy::builder().max_attempts(1).build().unwrap();
-        assert_eq!(deferral(&RetryBudgetLayer::new(once)), (true, true));
-        // Changes that decide nothing of it keep it.
-        assert_eq!(
-            deferral(&plain.clone().report_mode(ReportMode::WhenRetried)),
-            (true, true)
-        );
-        // A clone shared by a service is copied, not changed, by a later
-        // change.
         let shared = plain.clone();
         let _service = shared.layer(tower::service_fn(|_: http::Request<()>| async {
             Ok::<_, std::convert::Infallible>(http::Response::new(()))
         }));
-        let seeded = shared.jitter_seed(1);
-        assert_eq!(deferral(&seeded), (false, false));
-        assert_eq!(deferral(&plain), (true, true));
+        let seeded = shared.jitter_seed(1).attempt_deadlines();
+        assert!(seeded.config.seeds.is_some() && seeded.config.attempt_deadlines);
+        assert!(plain.config.seeds.is_none() && !plain.config.attempt_deadlines);
+        assert!(!Arc::ptr_eq(&plain.config, &seeded.config));
     }
 }

@@ -59,31 +59,22 @@
 //!
 //! A request that is not retryable passes straight through: no copy, no
 //! timer, no report. A retryable one is copied once, as `tower::retry`
-//! copies it, and its first attempt starts on the policy's word
-//! ([`Policy::first_attempt`]): the core's [`Action`](retry_budget::Action)
-//! and its trail are created only when something needs them (a retry, a
-//! timeout, the caller leaving, a `tracing` subscriber or an [`Observer`]
-//! listening, a client budget or a hold-off map to tell). If the core says
-//! the first answer ends the action ([`Policy::ends_first_attempt`]: a
-//! status the policy does not retry, and not a 429), that answer is passed
-//! on; the [`Report`] the caller gets by default is built by the core from
-//! the answer alone ([`retry_budget::FirstAnswer`], its trail written out
-//! only when first read), and with [`ReportMode::WhenRetried`] nothing is
-//! built and no clock is read. The per-attempt timer is created only if the
-//! attempt is still pending when first polled. Per call, in instructions
-//! (one run of the bench in `BENCHMARKS.md`): a GET answered at once costs
-//! 1.42 times `tower::retry` with its report (`tower::retry` whose
-//! responses carried the same report, put there the same way, would cost
-//! 1.31 times itself: most of the report's cost is the response's
-//! extension map), 1.04 times without; a GET
-//! answered after one pending poll 1.36 and 1.04 times `tower::retry` over
-//! `tower::timeout`; a POST 1.08 times the bare service.
+//! copies it (not at all under a policy of one attempt), gets one boxed
+//! [`Action`](retry_budget::Action), and reads the clock once when it
+//! starts and once per poll that tells the core something. Its per-attempt
+//! timer is created only if the attempt is still pending when first
+//! polled. The report the caller gets by default is most of what remains;
+//! [`ReportMode::WhenRetried`] leaves it out of responses that needed no
+//! retry. With a `tracing` subscriber at INFO (the layer's events are all
+//! at DEBUG) the cost is one `enabled!` check per action. The figures,
+//! against `tower::retry` in the configuration a service runs (a
+//! subscriber, request and response extensions), are in `BENCHMARKS.md`.
 //!
 //! | file | job |
 //! |---|---|
 //! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action |
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
-//! | `future.rs` | [`ResponseFuture`]: the state machine (in flight, waiting, readying), its one timer, the one place an action ends |
+//! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done), its one timer, the one place a response is read and the one place an action ends |
 //! | `request.rs` | safe methods, [`Idempotent`], request copies |
 //! | `held.rs` | the 429 held during a wait, its header table made to fit |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |

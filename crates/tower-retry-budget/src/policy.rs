@@ -167,7 +167,8 @@ where
     }
 
     fn clone_request(&mut self, request: &Request<B>) -> Option<Request<B>> {
-        if !request::may_retry(request) || !self.policy.retry_may_follow_first() {
+        // A policy of one attempt never retries: nothing to copy.
+        if !request::may_retry(request) || self.policy.max_attempts() < 2 {
             return None;
         }
         match &mut self.run {

@@ -3,6 +3,18 @@
 //! with [`GrpcSignal`](crate::GrpcSignal), `grpc-status` and
 //! `grpc-retry-pushback-ms`); request headers (Authorization, Cookie, ...)
 //! never are.
+//!
+//! **Every event is at DEBUG**, target `retry_budget`, including the stop,
+//! whatever its outcome. A library runs on every request of its user: an
+//! action that ends normally (a success, a status the policy does not
+//! retry) must not write a line at INFO. Nor does one that ran out of
+//! budget or attempts, a throttled retry, a hold-off or an unavailable
+//! shared store: each is an outcome the caller receives as a value (the
+//! [`Report`](crate::Report), [`Error`](crate::Error)), the observer
+//! counts them for metrics, and during a 429 storm one line per request at
+//! INFO or WARN would flood the service's logs just when they matter. An
+//! application that wants them logged does so from the report (the CLI and
+//! the proxy write one line per action).
 
 use std::time::Duration;
 
@@ -37,14 +49,14 @@ pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
     }
 }
 
-/// Whether a `tracing` subscriber may want any trail event. The least
-/// verbose level used by [`emit`] is WARN: without a subscriber that wants
-/// it (the usual case on a client's hot path), nothing is formatted or
-/// matched at all. Read once per action, when it starts: a subscriber set
-/// later hears the actions started after it.
+/// Whether a `tracing` subscriber wants the trail's events (target
+/// `retry_budget`, level DEBUG, the level of every one of them): one
+/// `enabled!` check per action, read when it starts (a subscriber set
+/// later hears the actions started after it). Without one (a service
+/// logging at INFO, the usual case), nothing is formatted or matched.
 #[inline]
 pub(crate) fn listening() -> bool {
-    tracing::level_enabled!(tracing::Level::WARN)
+    tracing::enabled!(target: "retry_budget", tracing::Level::DEBUG)
 }
 
 /// Emits one `tracing` event per trail event (target `retry_budget`).
@@ -129,7 +141,7 @@ pub(crate) fn emit(events: &[Event]) {
                 at_s, remaining_budget_s, attempt,
                 "transport failed"
             ),
-            EventKind::Stopped { outcome } => tracing::info!(
+            EventKind::Stopped { outcome } => tracing::debug!(
                 target: "retry_budget",
                 at_s, remaining_budget_s,
                 outcome = outcome.as_str(),
@@ -151,7 +163,7 @@ pub(crate) fn emit(events: &[Event]) {
                 at_s, remaining_budget_s, attempt,
                 "retry forbidden by the server"
             ),
-            EventKind::SharedStoreUnavailable => tracing::warn!(
+            EventKind::SharedStoreUnavailable => tracing::debug!(
                 target: "retry_budget",
                 at_s, remaining_budget_s,
                 "shared hold-off store unavailable: this process's hold-offs only"
