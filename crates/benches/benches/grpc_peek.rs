@@ -1,4 +1,4 @@
-//! The cost of `GrpcTrailersLayer` on an OK unary gRPC call (issue 16).
+//! The cost of `GrpcTrailersLayer` on an OK unary gRPC call.
 //!
 //! The inner service answers at once what a unary call's OK answer is: a
 //! gRPC head (`200`, `application/grpc`, no `grpc-status`), one message,

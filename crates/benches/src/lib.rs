@@ -316,7 +316,7 @@ where
     panic!("not done after {polls} polls");
 }
 
-/// A ratio of two variants' costs that issue 11 sets a goal for.
+/// A ratio of two variants' costs with a goal.
 #[derive(Debug, Clone, Copy)]
 pub struct Ratio {
     /// The variant measured.

@@ -1,5 +1,5 @@
 //! The flags for the signals a rate-limited server sends besides
-//! `Retry-After` (issue 13): reset headers and the spread. One clap `Args`
+//! `Retry-After`: reset headers and the spread. One clap `Args`
 //! struct, flattened into every command that sends requests through the
 //! layer (`get`, and the proxy), so that they all read the same flags the
 //! same way.

@@ -11,7 +11,7 @@
 //! the arithmetic model (the replay of given data), the tower middleware under
 //! tokio's paused clock, and the middleware in production.
 //!
-//! # The rule (SPEC §2)
+//! # The rule
 //!
 //! When a retried status arrives at elapsed `t` after `k` completed attempts:
 //!
@@ -34,7 +34,7 @@
 //! no trusted clock (`clock_untrusted`), the reservation does not fit
 //! (`budget_exhausted`).
 //!
-//! # Many actions at once (SPEC §3)
+//! # Many actions at once
 //!
 //! Three further inputs let a caller that runs many actions keep them from
 //! turning one limit into a stampede, each still decided here:

@@ -1,4 +1,4 @@
-//! Error categories (SPEC §3): what kind of ending a response or failure is,
+//! Error categories: what kind of ending a response or failure is,
 //! kept apart from the retry decision (which is the policy's).
 //!
 //! Every [`Report`](crate::Report) but a success names its category, in

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// The outcome of one action (SPEC §2). Written in `snake_case` everywhere:
+/// The outcome of one action. Written in `snake_case` everywhere:
 /// JSON, logs and docs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -76,9 +76,9 @@ impl Outcome {
         }
     }
 
-    /// Every outcome, in the order of the list in SPEC §2, then those of
-    /// SPEC §3 (`retry_throttled`, `held_off`), `not_replayable`, then the model's
-    /// `invalid_data`.
+    /// Every outcome: those of one action, then those of many actions at
+    /// once (`retry_throttled`, `held_off`), `not_replayable`, then the
+    /// model's `invalid_data`.
     pub const ALL: [Self; 12] = [
         Self::Success,
         Self::NotRetryable,

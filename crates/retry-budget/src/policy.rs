@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::status::StatusSet;
 
 /// How the local fallback wait is spread, so that clients refused together do
-/// not retry together (SPEC §3).
+/// not retry together.
 ///
 /// Jitter applies **only** to the local fallback (no usable `Retry-After`):
 /// a server's delay is never shortened nor spread by it (an opt-in
@@ -62,7 +62,7 @@ impl Jitter {
     }
 }
 
-/// The default total budget of one action: 20 s (SPEC §2).
+/// The default total budget of one action: 20 s.
 pub const DEFAULT_TOTAL_BUDGET: Duration = Duration::from_secs(20);
 /// The default number of attempts, the first included: 3.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -82,7 +82,7 @@ pub const MAX_ATTEMPTS_LIMIT: u32 = 100;
 /// A validated retry-budget policy.
 ///
 /// Build one with [`Policy::builder`]; [`Policy::default`] is the policy of
-/// SPEC §2 (20 s budget, 3 attempts, 4 s cap, 1 s floor, fallback `2^k` s,
+/// the rule (20 s budget, 3 attempts, 4 s cap, 1 s floor, fallback `2^k` s,
 /// only 429 retried).
 ///
 /// ```
@@ -142,7 +142,7 @@ impl Default for Policy {
 }
 
 impl Policy {
-    /// A builder starting from the defaults of SPEC §2.
+    /// A builder starting from the defaults.
     pub fn builder() -> PolicyBuilder {
         PolicyBuilder {
             policy: Self::default(),

@@ -1,7 +1,7 @@
 //! **The cross-request budget lives here.** A [`RatioBudget`] is shared by
 //! all actions of a client and bounds their *retries* to a ratio of their
 //! *first attempts*, so that a storm of 429s cannot multiply the load the
-//! client sends (SPEC §3: "naive retries turn one limit into a stampede").
+//! client sends ("naive retries turn one limit into a stampede").
 //!
 //! Each action's own budget ([`Action`](crate::Action)) bounds how long one
 //! user waits; this one bounds what all of them together ask of the service.

@@ -1,5 +1,5 @@
 //! One small scenario per test, driving [`Action`] directly with elapsed
-//! times. Every expected value below is worked out by hand from SPEC §2 with
+//! times. Every expected value below is worked out by hand from the rule (`action.rs`) with
 //! the default policy (20 s budget, 3 attempts, 4 s cap, 1 s floor, fallback
 //! `2^k` s, only 429 retried) unless a test builds its own.
 
@@ -334,7 +334,7 @@ fn attempts_exhausted_after_the_third_429() {
 fn attempts_exhausted_does_not_need_the_header() {
     // With one attempt allowed, no header of any kind decides the stop:
     // not even one that would otherwise stop the action for another
-    // reason. The report still says what the service asked (issue 13).
+    // reason. The report still says what the service asked.
     let policy = Policy::builder().max_attempts(1).build().unwrap();
     for (header, asked) in [
         (RetryAfter::Missing, None),

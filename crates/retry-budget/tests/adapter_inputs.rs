@@ -1,5 +1,5 @@
 //! The questions an adapter asks the core instead of deciding itself
-//! (issue 10): a readiness failure in every phase, whether the request may
+//!: a readiness failure in every phase, whether the request may
 //! be moved instead of copied, and what to tell the client's shared state.
 //! Every expected value is worked out by hand with the default policy (20 s
 //! budget, 3 attempts, 4 s cap, 1 s floor, fallback `2^k` s).

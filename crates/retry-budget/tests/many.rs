@@ -1,4 +1,4 @@
-//! SPEC §3 in the core, one small scenario per test: jitter on the local
+//! Many actions at once, in the core, one small scenario per test: jitter on the local
 //! fallback, a retry refused by the client's shared budget, the shared
 //! hold-off before a first attempt, and the error categories of the visible
 //! status. Default policy (20 s budget, 3 attempts, 4 s cap, 1 s floor,

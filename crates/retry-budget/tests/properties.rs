@@ -1,6 +1,6 @@
 //! Properties of the budget rule over random policies and random scripts.
 //!
-//! Each replayed case is checked against an oracle written from SPEC §2
+//! Each replayed case is checked against an oracle written from the rule
 //! (the wait formula, the start condition and the order of stop reasons),
 //! not against the code's own output. A second set of properties drives
 //! [`Action`] directly with arbitrary inputs in arbitrary order, and a third
@@ -20,7 +20,7 @@ fn epoch() -> SystemTime {
     httpdate::parse_http_date("Mon, 01 Jan 2024 12:00:00 GMT").unwrap()
 }
 
-/// `base^k` seconds, saturating: the fallback of SPEC §2, computed
+/// `base^k` seconds, saturating: the rule's fallback, computed
 /// independently of the policy's own helper.
 fn fallback(base: u32, k: u32) -> Duration {
     let mut secs: u64 = 1;
@@ -30,7 +30,7 @@ fn fallback(base: u32, k: u32) -> Duration {
     Duration::from_secs(secs)
 }
 
-/// What SPEC §2 says must happen to a retried status after `k` completed
+/// What the rule says must happen to a retried status after `k` completed
 /// attempts, given the header seen and the calendar at receipt: the planned
 /// wait, or the stop reason.
 fn expected_after_retried_status(
@@ -187,7 +187,7 @@ fn case() -> impl Strategy<Value = Case> {
 
 // ---------------------------------------------------------- replay oracle
 
-/// Every SPEC §2 invariant of one replayed case.
+/// Every invariant of the rule of one replayed case.
 fn check_replay(case: &Case, report: &Report) -> Result<(), TestCaseError> {
     let policy = &case.policy;
     let budget = policy.total_budget();

@@ -96,7 +96,7 @@
 //!
 //! # Many actions at once
 //!
-//! When several rate-limited actions run together, compose (SPEC §3):
+//! When several rate-limited actions run together, compose:
 //! [`gate`] (at most N in flight, a waiting action holds no slot),
 //! [`single_flight`], jitter on the local fallback
 //! ([`Jitter`] in the policy, seeded with

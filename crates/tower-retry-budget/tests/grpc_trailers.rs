@@ -1,4 +1,4 @@
-//! `GrpcTrailersLayer` (issue 16): a gRPC status that comes in trailers.
+//! `GrpcTrailersLayer`: a gRPC status that comes in trailers.
 //!
 //! Two halves:
 //!

@@ -1,7 +1,7 @@
 //! Huge values through the layer: a `Retry-After` at or beyond what the
 //! clock can represent, and a budget or cap up to `Duration::MAX`, with and
 //! without a hold-off map and a client budget. None may panic; each ends in
-//! a defined outcome with a report (SPEC §2, "no input panics").
+//! a defined outcome with a report ("no input panics").
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -454,7 +454,7 @@ async fn several_retry_after_fields_wait_the_longest() {
     assert_eq!(
         started.elapsed(),
         secs(9),
-        "the longest valid wait, never the 2 s fallback (issue 13)"
+        "the longest valid wait, never the 2 s fallback"
     );
     assert_eq!(report_of(&response).attempts_started, 2);
 }

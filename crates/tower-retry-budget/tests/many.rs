@@ -1,4 +1,4 @@
-//! Many actions at once (SPEC §3), through the layer under tokio's paused
+//! Many actions at once, through the layer under tokio's paused
 //! clock, one small scenario per test: the concurrency gate (tower's
 //! `ConcurrencyLimit` and `LoadShed`), the client's shared retry budget, the
 //! shared hold-off, jitter and the categories of the reports.

@@ -1,4 +1,4 @@
-//! Every signal a rate-limited server sends (issue 13), through the layer
+//! Every signal a rate-limited server sends, through the layer
 //! under tokio's paused clock, with exact instants: repeated `Retry-After`
 //! fields, the leap second, RFC 850 two-digit years, each reset-header form,
 //! their rules against `Retry-After`, the composition with gRPC, and the

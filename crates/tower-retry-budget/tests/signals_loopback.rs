@@ -1,4 +1,4 @@
-//! The signals of issue 13 over a real socket: a hyper server on loopback
+//! The signals of `tests/signals.rs` over a real socket: a hyper server on loopback
 //! sends them on a 429, a hyper-util client wrapped in the layer reads them
 //! off the wire. Real time, so each case waits about a second and only
 //! lower bounds are asserted (the exact instants are in `signals.rs`, under

@@ -261,7 +261,7 @@ async fn resource_exhausted_with_pushback_1000_ms_is_retried_once_after_at_least
     assert_eq!(report.attempts_started, 2);
     assert_eq!(report.last_status, Some(200));
     // The pushback was the server's delay; the last response (OK) asked
-    // for none, so the report's server_requested_wait is None (issue 13).
+    // for none, so the report's server_requested_wait is None.
     assert!(report.events.iter().any(|e| matches!(
         e.kind,
         EventKind::WaitPlanned { basis: WaitBasis::Server { requested }, .. }
