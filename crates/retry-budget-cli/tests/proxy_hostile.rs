@@ -179,7 +179,27 @@ impl Proxy {
     }
 
     fn start_to(upstream: &str, flags: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_retry-budget"))
+        Self::spawn(
+            Command::new(env!("CARGO_BIN_EXE_retry-budget")),
+            upstream,
+            flags,
+        )
+    }
+
+    /// The proxy under `ulimit -n fd_limit` (set by the shell that then
+    /// execs it).
+    fn start_with_fd_limit(upstream: &Upstream, fd_limit: u32, flags: &[&str]) -> Self {
+        let mut shell = Command::new("sh");
+        shell.args([
+            "-c",
+            &format!("ulimit -n {fd_limit} && exec \"$0\" \"$@\""),
+            env!("CARGO_BIN_EXE_retry-budget"),
+        ]);
+        Self::spawn(shell, &upstream.url(), flags)
+    }
+
+    fn spawn(mut command: Command, upstream: &str, flags: &[&str]) -> Self {
+        let mut child = command
             .args(["proxy", "--upstream", upstream])
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
             .args(flags)
@@ -603,6 +623,50 @@ async fn past_the_connection_limit_new_connections_are_closed_and_the_rest_keeps
         assert!(start.elapsed() < PATIENCE, "no permit came back");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[tokio::test]
+async fn idle_connections_past_the_descriptor_limit_do_not_stop_the_proxy() {
+    let upstream = Upstream::start(|_, _| Reply::status(200));
+    // Far more idle connections than descriptors: the limit keeps the
+    // proxy's own use under its ulimit, and the header timeout frees the
+    // permits of those it took.
+    let proxy = Proxy::start_with_fd_limit(
+        &upstream,
+        128,
+        &["--max-connections", "64", "--header-timeout", "1s"],
+    );
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(proxy.addr).expect("the kernel accepts"))
+        .collect();
+    for path in ["/live", "/ready"] {
+        let request = format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+        assert_eq!(
+            status_of(&raw_exchange(proxy.admin, request.as_bytes())),
+            200
+        );
+    }
+    // A new request is served while the idle connections are still open on
+    // this side.
+    let start = Instant::now();
+    loop {
+        let mut stream = TcpStream::connect(proxy.addr).expect("the proxy accepts");
+        stream
+            .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let answer = read_until_closed(&mut stream).unwrap_or_default();
+        if answer.starts_with(b"HTTP/1.1 200") {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "the proxy serves no request");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(idle);
+    assert!(
+        !proxy.stderr().contains("cannot accept"),
+        "{}",
+        proxy.stderr()
+    );
 }
 
 // ---------------------------------------------------------------------------
