@@ -13,7 +13,7 @@
 //! | function | reader | userinfo | query |
 //! |---|---|---|---|
 //! | [`shown_uri`] | the person who typed it (`get`'s first line) | `user:***@`, a lone user name (often a token) `***@`: they see which credentials were sent | as typed |
-//! | [`logged_uri`] | whoever reads the proxy's logs and spans | removed | the value of a parameter whose name says it is a secret (`api_key`, `token`, `sig`, ...) is `REDACTED` |
+//! | [`logged_uri`] | whoever reads the proxy's logs and spans | removed | the value of a parameter whose name, percent-decoded, says it is a secret (`api_key`, `token`, `sig`, `jwt`, `pwd`, ...) is `REDACTED`; parameters are split on `&` and `;` |
 
 use std::fmt;
 

@@ -723,7 +723,7 @@ async fn a_whole_response_body_is_logged_as_complete() {
     assert_eq!(answer.text(), "the whole body");
     let line = proxy.wait_line("GET http");
     assert!(
-        line.contains(" outcome=success ") && line.ends_with(" body=complete"),
+        line.contains(" outcome=success ") && line.contains(" body=complete last_status=200"),
         "{line}"
     );
     let complete = proxy

@@ -91,8 +91,11 @@ impl<'a> ActionLine<'a> {
                 let status = self
                     .last_status
                     .map_or_else(|| "none".to_owned(), |s| s.to_string());
+                let body = self
+                    .body
+                    .map_or_else(String::new, |b| format!(" body={}", b.as_str()));
                 let mut line = format!(
-                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s last_status={status}",
+                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s{body} last_status={status}",
                     self.method,
                     logged_uri(self.url),
                     self.outcome,
@@ -101,10 +104,6 @@ impl<'a> ActionLine<'a> {
                 if let Some(once) = self.once {
                     line.push_str(" forwarded_once=");
                     line.push_str(once);
-                }
-                if let Some(body) = self.body {
-                    line.push_str(" body=");
-                    line.push_str(body.as_str());
                 }
                 line
             }
@@ -160,7 +159,9 @@ mod tests {
             body: Some(Ending::TimedOut),
             ..line
         };
-        assert!(cut.render(LogFormat::Text).ends_with(" body=timed_out"));
+        assert!(cut
+            .render(LogFormat::Text)
+            .ends_with(" elapsed=1.234s body=timed_out last_status=200"));
         let json: serde_json::Value = serde_json::from_str(&cut.render(LogFormat::Json)).unwrap();
         assert_eq!(json["body"], "timed_out");
     }
