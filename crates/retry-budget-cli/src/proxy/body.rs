@@ -90,8 +90,10 @@ pin_project! {
         #[pin]
         inner: Incoming,
         idle: Duration,
-        // Armed when the upstream has nothing to give, reset by each frame.
-        timer: Pin<Box<Sleep>>,
+        // Armed when the upstream has nothing to give, disarmed by each
+        // frame; made the first time it is needed (a body that is always
+        // ready never needs one).
+        timer: Option<Pin<Box<Sleep>>>,
         armed: bool,
         end: EndOnce,
     }
@@ -113,7 +115,7 @@ impl RelayBody {
         Self {
             inner,
             idle,
-            timer: Box::pin(tokio::time::sleep(idle)),
+            timer: None,
             armed: false,
             end,
         }
@@ -150,15 +152,18 @@ impl Body for RelayBody {
                 Poll::Ready(None)
             }
             Poll::Pending => {
+                // Counted from the moment the upstream has nothing to give,
+                // not from the last frame: time the caller took to read is
+                // not the upstream's.
+                let deadline = Instant::now() + *this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
                 if !*this.armed {
-                    // Counted from the moment the upstream has nothing to
-                    // give, not from the last frame: time the caller took
-                    // to read is not the upstream's.
                     *this.armed = true;
-                    let deadline = Instant::now() + *this.idle;
-                    this.timer.as_mut().reset(deadline);
+                    timer.as_mut().reset(deadline);
                 }
-                if this.timer.as_mut().poll(cx).is_ready() {
+                if timer.as_mut().poll(cx).is_ready() {
                     tracing::debug!(
                         target: "retry_budget::proxy",
                         "the upstream's response body was idle for {:?}: cut off",
