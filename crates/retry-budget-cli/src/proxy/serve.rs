@@ -8,6 +8,11 @@
 //! ones get a GOAWAY), then fires the cancellation token every action
 //! carries: those still running stop as `cancelled` (answered with 503 and
 //! logged so), and the process exits with status 0.
+//!
+//! Every client connection, on either port, is bounded (`conn.rs`): a
+//! permit of the port's connection limit, a header timeout, an idle
+//! timeout; and every relayed response body by `--body-idle-timeout`
+//! (`body.rs`).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
