@@ -13,7 +13,7 @@
 //! | function | reader | userinfo | query |
 //! |---|---|---|---|
 //! | [`shown_uri`] | the person who typed it (`get`'s first line) | `user:***@`, a lone user name (often a token) `***@`: they see which credentials were sent | as typed |
-//! | [`logged_uri`] | whoever reads the proxy's logs and spans | removed | the value of a parameter whose name says it is a secret (`api_key`, `token`, `sig`, ...) is `REDACTED` |
+//! | [`logged_uri`] | whoever reads the proxy's logs and spans | removed | the value of a parameter whose name, percent-decoded, says it is a secret (`api_key`, `token`, `sig`, `jwt`, `pwd`, ...) is `REDACTED`; parameters are split on `&` and `;` |
 
 use std::fmt;
 
@@ -120,19 +120,27 @@ pub fn shown_uri(uri: &Uri) -> String {
     escape(&text.replacen(authority.as_str(), &hidden, 1))
 }
 
-/// Query parameter names (lower case, matched as substrings) whose values
-/// are never logged.
-const SECRET_PARAMS: [&str; 10] = [
+/// Query parameter names (lower case, matched as substrings of the
+/// percent-decoded name) whose values are never logged. `pass` covers
+/// `password`, `passwd` and `passphrase`; `key` covers `private_key` and
+/// `api_key`; `token` covers `refresh_token`.
+const SECRET_PARAMS: [&str; 16] = [
     "token",
     "key",
     "secret",
-    "password",
-    "passwd",
+    "pass",
+    "pwd",
     "auth",
     "sig",
     "session",
     "credential",
     "code",
+    "jwt",
+    "bearer",
+    "otp",
+    "assertion",
+    "cookie",
+    "nonce",
 ];
 
 /// A URI for logs and spans: no userinfo, no value of a secret-looking
@@ -158,22 +166,33 @@ impl fmt::Display for LoggedUri<'_> {
         f.write_str(uri.path())?;
         if let Some(query) = uri.query() {
             f.write_str("?")?;
-            for (i, pair) in query.split('&').enumerate() {
-                if i > 0 {
-                    f.write_str("&")?;
-                }
+            // Split on `&` and on `;` (which some servers also take as a
+            // separator), keeping each separator as written.
+            let mut rest = query;
+            loop {
+                let end = rest.find(['&', ';']).unwrap_or(rest.len());
+                let pair = &rest[..end];
                 match pair.split_once('=') {
                     Some((name, _)) if is_secret_param(name) => write!(f, "{name}=REDACTED")?,
                     _ => f.write_str(pair)?,
                 }
+                let Some(separator) = rest[end..].chars().next() else {
+                    break;
+                };
+                write!(f, "{separator}")?;
+                rest = &rest[end + 1..];
             }
         }
         Ok(())
     }
 }
 
+/// Whether a parameter name, as a server reads it (percent-decoded, `+`
+/// as a space, any case), looks like a secret's.
 fn is_secret_param(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
+    let name = name.replace('+', " ");
+    let decoded = percent_encoding::percent_decode_str(&name).decode_utf8_lossy();
+    let name = decoded.to_lowercase();
     SECRET_PARAMS.iter().any(|secret| name.contains(secret))
 }
 
@@ -217,6 +236,47 @@ mod tests {
             logged("http://a/?access_token=t&flag"),
             "http://a/?access_token=REDACTED&flag"
         );
+    }
+
+    #[test]
+    fn secret_names_are_matched_as_a_server_reads_them() {
+        // (query as sent, what the log shows)
+        for (query, shown) in [
+            ("t%6Fken=S", "t%6Fken=REDACTED"),
+            ("%74%6F%6B%65%6E=S", "%74%6F%6B%65%6E=REDACTED"),
+            ("TOKEN=S", "TOKEN=REDACTED"),
+            ("a=1;token=S", "a=1;token=REDACTED"),
+            ("a=1;b=2&sig=S;c=3", "a=1;b=2&sig=REDACTED;c=3"),
+            ("jwt=S", "jwt=REDACTED"),
+            ("id_jwt=S", "id_jwt=REDACTED"),
+            ("bearer=S", "bearer=REDACTED"),
+            ("pwd=S", "pwd=REDACTED"),
+            ("pass=S", "pass=REDACTED"),
+            ("passphrase=S", "passphrase=REDACTED"),
+            ("otp=S", "otp=REDACTED"),
+            ("totp=S", "totp=REDACTED"),
+            ("assertion=S", "assertion=REDACTED"),
+            ("client_assertion=S", "client_assertion=REDACTED"),
+            ("password=S", "password=REDACTED"),
+            ("refresh_token=S", "refresh_token=REDACTED"),
+            ("private_key=S", "private_key=REDACTED"),
+            ("session=S", "session=REDACTED"),
+            ("SessionId=S", "SessionId=REDACTED"),
+            ("p%61ss=S", "p%61ss=REDACTED"),
+            ("api+key=S", "api+key=REDACTED"),
+            ("api%5Fkey=S", "api%5Fkey=REDACTED"),
+            ("page=2&q=rust", "page=2&q=rust"),
+            ("flag;x", "flag;x"),
+            ("%ff%fe=1", "%ff%fe=1"),
+            ("", ""),
+            ("a=1&", "a=1&"),
+        ] {
+            assert_eq!(
+                logged(&format!("http://a/p?{query}")),
+                format!("http://a/p?{shown}"),
+                "{query}"
+            );
+        }
     }
 
     #[test]

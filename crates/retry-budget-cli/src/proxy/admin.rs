@@ -13,9 +13,11 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use super::args::ConnectionLimits;
+use super::conn::{Activity, Gate, Tracked};
 use super::metrics::{self, Metrics};
 
 /// What the admin routes read.
@@ -25,11 +27,16 @@ pub struct Admin {
     pub metrics: Metrics,
     /// Cleared when a shutdown begins.
     pub ready: Arc<AtomicBool>,
+    /// The same time bounds as the proxy port's.
+    pub limits: ConnectionLimits,
 }
 
 impl Admin {
-    /// Serves the admin routes on `listener` until the process ends.
-    pub async fn serve(self, listener: TcpListener) {
+    /// Serves the admin routes on `listener` until the process ends, with
+    /// the proxy port's time bounds and a connection limit of its own
+    /// (`gate`).
+    pub async fn serve(self, listener: TcpListener, gate: Gate) {
+        let gate = Arc::new(gate);
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 // Out of file descriptors, most likely: the proxy itself
@@ -37,15 +44,27 @@ impl Admin {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             };
+            let Some(permit) = gate.admit() else {
+                continue;
+            };
             let admin = self.clone();
+            let gate = gate.clone();
             tokio::spawn(async move {
+                let activity = Activity::default();
+                let requests = activity.clone();
+                let limits = admin.limits;
                 let service = service_fn(move |request| {
-                    let response = admin.route(&request);
+                    let in_flight = requests.begin();
+                    let response = admin
+                        .route(&request)
+                        .map(|body| Tracked::new(body, in_flight));
                     async move { Ok::<_, Infallible>(response) }
                 });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
+                let connection = http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(limits.header_timeout)
+                    .serve_connection(TokioIo::new(stream), service);
+                gate.serve(connection, activity, limits, permit).await;
             });
         }
     }

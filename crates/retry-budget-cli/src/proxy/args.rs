@@ -15,6 +15,7 @@ use retry_budget::{Policy, PolicyError, Ratio};
 use tower_retry_budget::RedisStore;
 use tower_retry_budget::{ClientBudget, ResetSignal};
 
+use super::path::{normalize, PathError};
 use crate::duration_arg;
 use crate::signal_args::SignalArgs;
 
@@ -101,6 +102,37 @@ pub struct Args {
     /// upstream (instead of the platform's roots).
     #[arg(long, value_name = "FILE")]
     cacert: Option<PathBuf>,
+    /// The longest the shared hold-off holds first attempts back, whatever
+    /// a Retry-After asks (1 ms to 1 day).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg::parse)]
+    max_hold: Duration,
+    /// A client connection (proxy or admin port) that has not sent a
+    /// complete request head within this is closed: every HTTP/1 head
+    /// (also the next one on a kept-alive connection), and for HTTP/2 the
+    /// preface and first HEADERS. Unanswered HTTP/2 PINGs close the
+    /// connection after this too.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = duration_arg::parse)]
+    header_timeout: Duration,
+    /// A client connection (HTTP/1 keep-alive or HTTP/2) with no request
+    /// in flight for this long is closed; HTTP/2 connections are also
+    /// pinged at this interval.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg::parse)]
+    idle_timeout: Duration,
+    /// At most N client connections on the proxy port; past it a new
+    /// connection is closed at once (keep it under the file-descriptor
+    /// limit: each may also hold an upstream connection).
+    #[arg(long, value_name = "N", default_value = "512")]
+    max_connections: NonZeroUsize,
+    /// At most N connections on the admin port, counted apart from the
+    /// proxy's, so that /live and /ready answer however many callers the
+    /// proxy port has.
+    #[arg(long, value_name = "N", default_value = "32")]
+    admin_max_connections: NonZeroUsize,
+    /// Once a response's head is relayed, the longest the upstream may
+    /// leave its body without a byte; then the caller's response is cut off
+    /// and the log line says body=timed_out.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg::parse)]
+    body_idle_timeout: Duration,
 }
 
 /// The format of the per-action log line.
@@ -124,24 +156,29 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// The upstream URI of an incoming request's path and query.
+    /// The upstream URI of an incoming request's path and query: the path
+    /// with its dot-segments removed ([`normalize`]), then joined to the
+    /// prefix, so that it never leaves the prefix.
     ///
     /// # Errors
     ///
-    /// Only if the joined text is not a URI, which a valid incoming path
-    /// and a valid prefix cannot produce; the caller answers 400.
-    pub fn uri_for(&self, path: Option<&PathAndQuery>) -> Result<Uri, http::Error> {
-        let tail = path.map_or("/", PathAndQuery::as_str);
-        let joined = if self.prefix.is_empty() {
-            tail.to_owned()
-        } else {
-            format!("{}{tail}", self.prefix)
-        };
+    /// The path is refused (see [`PathError`]), or the joined text is not a
+    /// URI, which a valid incoming path and a valid prefix cannot produce;
+    /// the caller answers 400.
+    pub fn uri_for(&self, path: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
+        let (path, query) = path.map_or(("/", None), |p| (p.path(), p.query()));
+        let path = normalize(path).map_err(TargetError::Path)?;
+        let mut joined = format!("{}{path}", self.prefix);
+        if let Some(query) = query {
+            joined.push('?');
+            joined.push_str(query);
+        }
         Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
             .path_and_query(joined)
             .build()
+            .map_err(TargetError::Uri)
     }
 
     /// Whether TLS is needed.
@@ -155,6 +192,26 @@ impl std::fmt::Display for Upstream {
         write!(f, "{}://{}{}", self.scheme, self.authority, self.prefix)
     }
 }
+
+/// Why a request target cannot be sent upstream.
+#[derive(Debug)]
+pub enum TargetError {
+    /// The path is refused.
+    Path(PathError),
+    /// The joined text is not a URI.
+    Uri(http::Error),
+}
+
+impl std::fmt::Display for TargetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Path(e) => e.fmt(f),
+            Self::Uri(e) => write!(f, "the upstream URI cannot be built: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TargetError {}
 
 /// The checked configuration.
 #[derive(Debug, Clone)]
@@ -189,6 +246,25 @@ pub struct Config {
     pub upstream_http2: bool,
     /// CA certificates for an https:// upstream.
     pub cacert: Option<PathBuf>,
+    /// The hold-off's longest hold.
+    pub max_hold: Duration,
+    /// What bounds every client connection, on both ports.
+    pub connections: ConnectionLimits,
+    /// The most connections on the proxy port.
+    pub max_connections: NonZeroUsize,
+    /// The most connections on the admin port.
+    pub admin_max_connections: NonZeroUsize,
+    /// The longest wait for the next byte of a relayed response body.
+    pub body_idle_timeout: Duration,
+}
+
+/// The time bounds of a client connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// `--header-timeout`.
+    pub header_timeout: Duration,
+    /// `--idle-timeout`.
+    pub idle_timeout: Duration,
 }
 
 /// The window of the client-wide retry budget (tower's `TpsBudget` default).
@@ -242,6 +318,21 @@ impl Args {
                 })
             }
         };
+        for (flag, value) in [
+            ("--header-timeout", self.header_timeout),
+            ("--idle-timeout", self.idle_timeout),
+            ("--body-idle-timeout", self.body_idle_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("{flag}: must be more than 0 (a zero bound would close every connection at once)"));
+            }
+        }
+        // The hold-off checks its own bound; built here without a store
+        // only to check the flag before anything listens.
+        tower_retry_budget::HoldOff::builder()
+            .max_hold(self.max_hold)
+            .build()
+            .map_err(|e| format!("--max-hold: {e}"))?;
         if self.listen == self.admin && self.listen.port() != 0 {
             return Err(format!(
                 "--admin: {} is also the --listen address; give them different ports",
@@ -264,6 +355,14 @@ impl Args {
             log_format: self.log_format,
             upstream_http2: self.upstream_http2,
             cacert: self.cacert,
+            max_hold: self.max_hold,
+            connections: ConnectionLimits {
+                header_timeout: self.header_timeout,
+                idle_timeout: self.idle_timeout,
+            },
+            max_connections: self.max_connections,
+            admin_max_connections: self.admin_max_connections,
+            body_idle_timeout: self.body_idle_timeout,
         })
     }
 }
@@ -324,6 +423,44 @@ mod tests {
         assert!(!config.retry_retries && config.concurrency.is_none());
         assert_eq!(config.log_format, LogFormat::Text);
         assert_eq!(config.upstream.prefix, "");
+        assert_eq!(config.max_hold, tower_retry_budget::DEFAULT_MAX_HOLD);
+        assert_eq!(
+            config.connections,
+            ConnectionLimits {
+                header_timeout: Duration::from_secs(30),
+                idle_timeout: Duration::from_secs(60),
+            }
+        );
+        assert_eq!(config.max_connections.get(), 512);
+        assert_eq!(config.admin_max_connections.get(), 32);
+        assert_eq!(config.body_idle_timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn connection_bounds_are_checked() {
+        let config = config(&[
+            "--upstream",
+            "http://a/",
+            "--header-timeout",
+            "1s",
+            "--idle-timeout",
+            "2s",
+            "--max-connections",
+            "3",
+            "--admin-max-connections",
+            "4",
+            "--body-idle-timeout",
+            "5s",
+            "--max-hold",
+            "1m",
+        ])
+        .unwrap();
+        assert_eq!(config.connections.header_timeout, Duration::from_secs(1));
+        assert_eq!(config.connections.idle_timeout, Duration::from_secs(2));
+        assert_eq!(config.max_connections.get(), 3);
+        assert_eq!(config.admin_max_connections.get(), 4);
+        assert_eq!(config.body_idle_timeout, Duration::from_secs(5));
+        assert_eq!(config.max_hold, Duration::from_secs(60));
     }
 
     #[test]
@@ -376,6 +513,20 @@ mod tests {
             .uri_for(Some(&PathAndQuery::from_static("/items?a=1")))
             .unwrap();
         assert_eq!(uri, "https://api.example.com:8443/v1/items?a=1");
+        for (given, sent) in [
+            (
+                "/../admin?x=/../y",
+                "https://api.example.com:8443/v1/admin?x=/../y",
+            ),
+            ("/%2e%2e/admin", "https://api.example.com:8443/v1/admin"),
+            ("/v1/../../admin", "https://api.example.com:8443/v1/admin"),
+        ] {
+            let uri = config
+                .upstream
+                .uri_for(Some(&PathAndQuery::from_maybe_shared(given).unwrap()))
+                .unwrap();
+            assert_eq!(uri, sent);
+        }
     }
 
     #[test]
@@ -396,6 +547,16 @@ mod tests {
         );
         assert!(err(&["--upstream", "http://a/", "--concurrency", "0"]).contains("concurrency"));
         assert!(err(&["--upstream", "http://a/", "--drain", "soon"]).contains("duration"));
+        for flag in ["--header-timeout", "--idle-timeout", "--body-idle-timeout"] {
+            assert!(err(&["--upstream", "http://a/", flag, "0s"]).starts_with(&format!("{flag}: ")));
+        }
+        assert!(err(&["--upstream", "http://a/", "--max-hold", "0s"]).starts_with("--max-hold: "));
+        assert!(
+            err(&["--upstream", "http://a/", "--max-hold", "2days"]).starts_with("--max-hold: ")
+        );
+        for flag in ["--max-connections", "--admin-max-connections"] {
+            assert!(err(&["--upstream", "http://a/", flag, "0"]).contains(&flag[2..]));
+        }
         assert!(err(&[
             "--upstream",
             "http://a/",

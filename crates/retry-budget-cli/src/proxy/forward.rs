@@ -7,20 +7,26 @@
 //! * the configured one, shrunk to the caller's deadline if it sent one
 //!   (`Policy::within`, the core's rule);
 //! * one attempt for a request that must go once: a write (not a safe
-//!   method, and no `Idempotency-Key`), or a request that is already a
-//!   retry of a proxy below (`retry-budget-attempt` > 1, unless
+//!   method, and no `Idempotency-Key` with a value once the hop-by-hop
+//!   fields are gone, so that the key decided on is the key sent), or a
+//!   request that is already a retry of a proxy below
+//!   (`retry-budget-attempt` > 1, or not a number, unless
 //!   `--retry-retries`), so that retries do not multiply across proxies.
 //!
-//! Every wait, stop and outcome is then the layer's (the core's).
+//! Every wait, stop and outcome is then the layer's (the core's), except
+//! what only the proxy sees: a caller's request body that breaks
+//! (`bad_request_body`, 400: the caller's fault, not the upstream's) and
+//! an upstream status outside 100-599 (`invalid_upstream_status`, 502).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HOST, RETRY_AFTER};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, RETRY_AFTER, TRANSFER_ENCODING};
 use http::request::Parts;
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode, Uri, Version};
+use http_body::Body as _;
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
 use retry_budget::{Outcome, Policy, PolicyError, Report};
@@ -32,9 +38,11 @@ use tracing::Instrument;
 
 use super::args::{Config, LogFormat};
 use super::attempt::{AttemptCounter, ATTEMPT};
+use super::body::{BrokeFlag, CallerBody, Ending, RelayBody};
 use super::deadline::{self, CallerDeadline};
 use super::hop;
 use super::log::ActionLine;
+use super::metrics::Metrics;
 use super::stack::Stack;
 use crate::redact::logged_uri;
 
@@ -47,7 +55,7 @@ const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// The body of a response to the caller: the upstream's, streamed, or the
 /// proxy's own short text.
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+pub type ProxyBody = Either<RelayBody, Full<Bytes>>;
 
 /// What every request handler shares.
 #[derive(Debug)]
@@ -62,16 +70,19 @@ pub struct Proxy {
     /// Numbers actions for the observer (one per request, whatever layer
     /// instance serves it).
     next_id: AtomicU64,
+    /// The metrics (also fed by the layer's observer).
+    metrics: Metrics,
 }
 
 impl Proxy {
     /// The shared state of the handlers.
-    pub fn new(config: Config, stack: Stack) -> Self {
+    pub fn new(config: Config, stack: Stack, metrics: Metrics) -> Self {
         Self {
             config,
             stack,
             cancel: CancellationToken::new(),
             next_id: AtomicU64::new(0),
+            metrics,
         }
     }
 }
@@ -107,20 +118,39 @@ pub async fn handle(
             "retry-budget proxy: CONNECT is not supported\n",
         ));
     }
-    let Ok(uri) = proxy.config.upstream.uri_for(parts.uri.path_and_query()) else {
+    if parts.method == Method::OPTIONS && parts.uri.path() == "*" {
+        // About the server as a whole: behind a path prefix the upstream's
+        // answer would not be about what the caller reaches, so the proxy
+        // answers for itself and forwards nothing.
         return Ok(local(
-            StatusCode::BAD_REQUEST,
-            "retry-budget proxy: the request target cannot be sent upstream\n",
+            StatusCode::OK,
+            "retry-budget proxy: OPTIONS * is answered by the proxy, not forwarded\n",
         ));
+    }
+    let uri = match proxy.config.upstream.uri_for(parts.uri.path_and_query()) {
+        Ok(uri) => uri,
+        Err(error) => {
+            tracing::debug!(
+                target: "retry_budget::proxy",
+                "refused {} {}: {error}",
+                parts.method,
+                logged_uri(&parts.uri),
+            );
+            return Ok(local(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "retry-budget proxy: the request target cannot be sent upstream: {error}\n"
+                ),
+            ));
+        }
     };
-    let incoming_attempt = parts
-        .headers
-        .get(&ATTEMPT)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u32>().ok());
+    // First, so that what decides below is what would be sent: a key the
+    // caller lists in `Connection` is hop-by-hop, and is no key.
+    hop::strip_request(&mut parts.headers);
+    let incoming_attempt = parts.headers.get(&ATTEMPT).map(incoming_attempt);
     let once = if incoming_attempt.is_some_and(|n| n > 1) && !proxy.config.retry_retries {
         Some(Once::AlreadyARetry)
-    } else if !parts.method.is_safe() && !parts.headers.contains_key(IDEMPOTENCY_KEY) {
+    } else if !parts.method.is_safe() && !has_idempotency_key(&parts.headers) {
         Some(Once::Write)
     } else {
         None
@@ -145,16 +175,28 @@ pub async fn handle(
         }
     };
 
-    prepare(&mut parts, uri, &proxy.config);
+    prepare(&mut parts, uri, &proxy.config, &body);
     let counter = match once {
         Some(Once::AlreadyARetry) => AttemptCounter::starting_at(incoming_attempt.unwrap_or(1)),
         _ => AttemptCounter::default(),
     };
     let slot = ReportSlot::new();
+    let id = proxy.next_id.fetch_add(1, Ordering::Relaxed);
+    let cancel = proxy.cancel.child_token();
+    let broke = BrokeFlag::default();
+    let body = {
+        let (metrics, cancel) = (proxy.metrics.clone(), cancel.clone());
+        CallerBody::new(body, broke.clone(), move || {
+            // The caller's fault: counted as such, and no retry (it could
+            // not mend the body).
+            metrics.caller_body_broke(id);
+            cancel.cancel();
+        })
+    };
     let extensions = &mut parts.extensions;
     extensions.insert(counter.clone());
     extensions.insert(slot.clone());
-    extensions.insert(proxy.cancel.child_token());
+    extensions.insert(cancel);
     if let Some(allowed) = allowed {
         extensions.insert(CallerDeadline { allowed });
     }
@@ -163,7 +205,7 @@ pub async fn handle(
         // the same operation.
         extensions.insert(Idempotent);
     }
-    extensions.insert(ActionId(proxy.next_id.fetch_add(1, Ordering::Relaxed)));
+    extensions.insert(ActionId(id));
 
     let span = tracing::info_span!(
         target: "retry_budget::proxy",
@@ -185,6 +227,7 @@ pub async fn handle(
         once,
         format: proxy.config.log_format,
         logged: false,
+        outcome: None,
     };
     let request = Request::from_parts(parts, body);
     // Declared after `pending`, so dropped before it if the caller leaves:
@@ -196,19 +239,98 @@ pub async fn handle(
         .oneshot(request)
         .instrument(span.clone()));
     let result = action.await;
-    let response = match result {
-        Ok(response) => relay(response),
-        Err(error) => failed(&error),
-    };
-    if let Some(report) = pending.slot.get() {
+    let report = pending.slot.get();
+    if let Some(report) = &report {
         span.record("retry_budget.outcome", report.outcome.as_str());
         span.record("retry_budget.attempts", report.attempts_started);
         if let Some(status) = report.last_status {
             span.record("http.response.status_code", status);
         }
-        pending.log(&report);
     }
+    if let Some(broken) = broke.get() {
+        // Whatever the action's end, the caller's body broke first.
+        pending.outcome = Some(BAD_REQUEST_BODY);
+        if let Some(report) = &report {
+            pending.log(report, None);
+        }
+        let mut response = local(
+            StatusCode::BAD_REQUEST,
+            &format!("retry-budget proxy: {broken}\n"),
+        );
+        tell_str(
+            &mut response,
+            BAD_REQUEST_BODY,
+            report.as_ref().map_or(0, |r| r.attempts_started),
+        );
+        return Ok(response);
+    }
+    let response = match result {
+        Ok(response) if !(100..600).contains(&response.status().as_u16()) => {
+            pending.outcome = Some(INVALID_STATUS);
+            let status = response.status();
+            let mut answer = local(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "retry-budget proxy: the upstream answered an invalid status ({status})\n"
+                ),
+            );
+            tell_str(
+                &mut answer,
+                INVALID_STATUS,
+                report.as_ref().map_or(0, |r| r.attempts_started),
+            );
+            if let Some(report) = &report {
+                pending.log(report, None);
+            }
+            answer
+        }
+        Ok(response) => {
+            // Logged when the body ends, with how it ended.
+            let metrics = proxy.metrics.clone();
+            let idle = proxy.config.body_idle_timeout;
+            relay(response, idle, move |ending| {
+                metrics.body_ended(ending.as_str());
+                if let Some(report) = pending.slot.get() {
+                    pending.log(&report, Some(ending));
+                }
+            })
+        }
+        Err(error) => {
+            if let Some(report) = &report {
+                pending.log(report, None);
+            }
+            failed(&error)
+        }
+    };
     Ok(response)
+}
+
+/// The proxy's own outcome when the caller's request body broke.
+const BAD_REQUEST_BODY: &str = "bad_request_body";
+/// The proxy's own outcome when the upstream's status is outside 100-599.
+const INVALID_STATUS: &str = "invalid_upstream_status";
+
+/// The attempt number a caller's `retry-budget-attempt` says: a number too
+/// large for 32 bits is the largest, and a value that is not a number is
+/// taken as a retry (2) rather than as a first attempt, so that it cannot
+/// open a way around "a proxy's retry is forwarded once".
+fn incoming_attempt(value: &HeaderValue) -> u32 {
+    let text = value.to_str().unwrap_or("").trim();
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        // Only digits: it overflows or it is a number.
+        text.parse::<u32>().unwrap_or(u32::MAX)
+    } else {
+        2
+    }
+}
+
+/// Whether the (hop-by-hop-free) request has an `Idempotency-Key` with a
+/// value: an empty one is no key.
+fn has_idempotency_key(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(IDEMPOTENCY_KEY)
+        .iter()
+        .any(|v| v.as_bytes().iter().any(|b| !b.is_ascii_whitespace()))
 }
 
 /// Why a request has no policy.
@@ -244,9 +366,23 @@ fn policy_of(
     Ok(policy)
 }
 
-/// Turns the caller's request head into the upstream's.
-fn prepare(parts: &mut Parts, uri: Uri, config: &Config) {
-    hop::strip_request(&mut parts.headers);
+/// Turns the caller's request head (hop-by-hop fields already removed)
+/// into the upstream's.
+fn prepare(parts: &mut Parts, uri: Uri, config: &Config, body: &Incoming) {
+    // hyper's HTTP/1 client sends no body for a GET or HEAD of unknown
+    // length unless told to: a caller's chunked (or HTTP/2, no
+    // Content-Length) body is forwarded chunked rather than dropped.
+    let unknown_length = !body.is_end_stream()
+        && body.size_hint().exact().is_none()
+        && !parts.headers.contains_key(CONTENT_LENGTH);
+    if !config.upstream_http2
+        && unknown_length
+        && (parts.method == Method::GET || parts.method == Method::HEAD)
+    {
+        parts
+            .headers
+            .insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+    }
     if let Ok(host) = HeaderValue::from_str(config.upstream.authority.as_str()) {
         parts.headers.insert(HOST, host);
     }
@@ -258,13 +394,19 @@ fn prepare(parts: &mut Parts, uri: Uri, config: &Config) {
     };
 }
 
-/// The upstream's final response, relayed with what happened.
-fn relay(response: Response<Incoming>) -> Response<ProxyBody> {
+/// The upstream's final response, relayed with what happened; `on_end` is
+/// told how its body ended.
+fn relay(
+    response: Response<Incoming>,
+    idle: std::time::Duration,
+    on_end: impl FnOnce(Ending) + Send + 'static,
+) -> Response<ProxyBody> {
     let report = response.extensions().get::<Report>().cloned();
     let (mut parts, body) = response.into_parts();
     hop::strip_response(&mut parts.headers);
     // The version is this hop's: hyper writes its own.
     parts.version = Version::default();
+    let body = RelayBody::new(body, idle, on_end);
     let mut response = Response::from_parts(parts, Either::Left(body));
     if let Some(report) = &report {
         tell(&mut response, report.outcome, report.attempts_started);
@@ -312,9 +454,14 @@ fn held_off_for(report: &Report) -> Option<HeaderValue> {
 
 /// Adds `retry-budget-attempts` and `retry-budget-outcome`.
 fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
+    tell_str(response, outcome.as_str(), attempts);
+}
+
+/// [`tell`] with the proxy's own outcome name.
+fn tell_str<B>(response: &mut Response<B>, outcome: &'static str, attempts: u32) {
     let headers = response.headers_mut();
     headers.insert(ATTEMPTS, HeaderValue::from(attempts));
-    headers.insert(OUTCOME, HeaderValue::from_static(outcome.as_str()));
+    headers.insert(OUTCOME, HeaderValue::from_static(outcome));
 }
 
 /// The caller's deadline leaves no time (the core's `zero`, a zero budget):
@@ -357,19 +504,25 @@ struct Pending {
     once: Option<Once>,
     format: LogFormat,
     logged: bool,
+    /// The proxy's own outcome, when it overrides the core's.
+    outcome: Option<&'static str>,
 }
 
 impl Pending {
-    fn log(&mut self, report: &Report) {
+    fn log(&mut self, report: &Report, body: Option<Ending>) {
         self.logged = true;
-        ActionLine::of_report(
+        let mut line = ActionLine::of_report(
             &self.method,
             &self.url,
             report,
             self.received.elapsed(),
             self.once.map(Once::as_str),
-        )
-        .write(self.format);
+        );
+        line.body = body;
+        if let Some(outcome) = self.outcome {
+            line.outcome = outcome;
+        }
+        line.write(self.format);
     }
 }
 
@@ -428,5 +581,40 @@ mod tests {
             Err(Refused::DeadlineSpent(PolicyError::ZeroBudget)),
             "the core's answer to a spent deadline"
         );
+    }
+
+    #[test]
+    fn an_attempt_number_that_is_not_a_number_is_a_retry() {
+        for (given, read) in [
+            ("1", 1),
+            (" 3 ", 3),
+            ("0", 0),
+            ("4294967295", u32::MAX),
+            ("4294967296", u32::MAX),
+            ("99999999999999999999999", u32::MAX),
+            ("abc", 2),
+            ("", 2),
+            ("-1", 2),
+            ("+1", 2),
+            ("1.0", 2),
+        ] {
+            assert_eq!(
+                incoming_attempt(&HeaderValue::from_static(given)),
+                read,
+                "{given:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_idempotency_key_is_no_key() {
+        let mut headers = http::HeaderMap::new();
+        assert!(!has_idempotency_key(&headers));
+        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static(""));
+        assert!(!has_idempotency_key(&headers));
+        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("  "));
+        assert!(!has_idempotency_key(&headers));
+        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("k-1"));
+        assert!(has_idempotency_key(&headers));
     }
 }

@@ -1,5 +1,8 @@
 //! One line per action on stderr: method, redacted URL, outcome, attempts,
-//! elapsed time and last status, as `key=value` text or one JSON object.
+//! elapsed time, last status and, for a relayed upstream response, how its
+//! body ended, as `key=value` text or one JSON object. The line of a
+//! relayed response is written when its body ends, not when its head is
+//! relayed.
 //!
 //! Built from the action's [`Report`] only: no header is ever logged, so
 //! no secret header can be, and the URL goes through
@@ -9,9 +12,10 @@ use std::io::Write;
 use std::time::{Duration, SystemTime};
 
 use http::{Method, Uri};
-use retry_budget::{Outcome, Report};
+use retry_budget::Report;
 
 use super::args::LogFormat;
+use super::body::Ending;
 use crate::redact::logged_uri;
 
 /// What one line says.
@@ -21,8 +25,9 @@ pub struct ActionLine<'a> {
     pub method: &'a Method,
     /// The upstream URL (redacted when written).
     pub url: &'a Uri,
-    /// How the action ended.
-    pub outcome: Outcome,
+    /// How the action ended: the core's outcome, or the proxy's own
+    /// (`bad_request_body`, `invalid_upstream_status`).
+    pub outcome: &'static str,
     /// Attempts sent.
     pub attempts: u32,
     /// Time since the proxy received the request.
@@ -31,6 +36,9 @@ pub struct ActionLine<'a> {
     pub last_status: Option<u16>,
     /// Why the action was forwarded once without retries, if it was.
     pub once: Option<&'static str>,
+    /// How the relayed response body ended, if an upstream body was
+    /// relayed.
+    pub body: Option<Ending>,
 }
 
 impl<'a> ActionLine<'a> {
@@ -45,11 +53,12 @@ impl<'a> ActionLine<'a> {
         Self {
             method,
             url,
-            outcome: report.outcome,
+            outcome: report.outcome.as_str(),
             attempts: report.attempts_started,
             elapsed,
             last_status: report.last_status,
             once,
+            body: None,
         }
     }
 
@@ -63,13 +72,18 @@ impl<'a> ActionLine<'a> {
                     "time": time.to_string(),
                     "method": self.method.as_str(),
                     "url": logged_uri(self.url).to_string(),
-                    "outcome": self.outcome.as_str(),
+                    "outcome": self.outcome,
                     "attempts": self.attempts,
                     "elapsed_s": elapsed_s,
                     "last_status": self.last_status,
                 });
-                if let (Some(once), Some(map)) = (self.once, line.as_object_mut()) {
-                    map.insert("forwarded_once".into(), once.into());
+                if let Some(map) = line.as_object_mut() {
+                    if let Some(once) = self.once {
+                        map.insert("forwarded_once".into(), once.into());
+                    }
+                    if let Some(body) = self.body {
+                        map.insert("body".into(), body.as_str().into());
+                    }
                 }
                 line.to_string()
             }
@@ -77,8 +91,11 @@ impl<'a> ActionLine<'a> {
                 let status = self
                     .last_status
                     .map_or_else(|| "none".to_owned(), |s| s.to_string());
+                let body = self
+                    .body
+                    .map_or_else(String::new, |b| format!(" body={}", b.as_str()));
                 let mut line = format!(
-                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s last_status={status}",
+                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s{body} last_status={status}",
                     self.method,
                     logged_uri(self.url),
                     self.outcome,
@@ -112,11 +129,12 @@ mod tests {
         let line = ActionLine {
             method: &Method::GET,
             url: &url,
-            outcome: Outcome::Success,
+            outcome: "success",
             attempts: 2,
             elapsed: Duration::from_millis(1234),
             last_status: Some(200),
             once: None,
+            body: None,
         };
         let text = line.render(LogFormat::Text);
         assert!(text.ends_with(
@@ -137,5 +155,14 @@ mod tests {
         assert!(once
             .render(LogFormat::Text)
             .ends_with("last_status=none forwarded_once=already_a_retry"));
+        let cut = ActionLine {
+            body: Some(Ending::TimedOut),
+            ..line
+        };
+        assert!(cut
+            .render(LogFormat::Text)
+            .ends_with(" elapsed=1.234s body=timed_out last_status=200"));
+        let json: serde_json::Value = serde_json::from_str(&cut.render(LogFormat::Json)).unwrap();
+        assert_eq!(json["body"], "timed_out");
     }
 }

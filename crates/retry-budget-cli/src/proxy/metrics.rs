@@ -5,7 +5,7 @@
 //!
 //! | metric | type | from |
 //! |---|---|---|
-//! | `retry_budget_actions_total{outcome,category}` | counter | each report |
+//! | `retry_budget_actions_total{outcome,category}` | counter | each report (`outcome="bad_request_body",category="caller"` when the caller's request body broke) |
 //! | `retry_budget_action_duration_seconds` | histogram | each report's elapsed time |
 //! | `retry_budget_upstream_attempts_total{attempt="first"\|"retry"}` | counter | `attempt_started` |
 //! | `retry_budget_upstream_responses_total{status}` | counter | `response` |
@@ -17,6 +17,9 @@
 //! | `retry_budget_hold_off_store_available{store="redis"}` | gauge | 1 while the shared hold-off store works, 0 while each proxy goes on alone (only with `--hold-off-redis`) |
 //! | `retry_budget_hold_off_store_failures_total{store}` | counter | store operations that failed or ran out of time |
 //! | `retry_budget_hold_off_store_holds_total{store,direction="published"\|"received"\|"dropped"}` | counter | holds shared with the other proxies |
+//! | `retry_budget_client_connections_refused_total{port="proxy"\|"admin"}` | counter | connections closed at once: the port's connection limit was reached |
+//! | `retry_budget_client_connections_closed_total{port,reason="header_timeout"\|"idle"}` | counter | connections closed by their time bounds |
+//! | `retry_budget_response_bodies_total{ending}` | counter | relayed upstream bodies by how they ended (`complete`, `truncated`, `timed_out`, `caller_gone`) |
 //!
 //! The store's figures are read from [`HoldOff::store_health`] at each
 //! scrape.
@@ -73,6 +76,22 @@ struct StoreHoldLabels {
     direction: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PortLabels {
+    port: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClosedLabels {
+    port: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndingLabels {
+    ending: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Waits: 0.1 s to about 51 s.
@@ -110,6 +129,12 @@ struct Inner {
     store_available: Family<StoreLabels, Gauge>,
     store_failures: Family<StoreLabels, Counter>,
     store_holds: Family<StoreHoldLabels, Counter>,
+    connections_refused: Family<PortLabels, Counter>,
+    connections_closed: Family<ClosedLabels, Counter>,
+    bodies: Family<EndingLabels, Counter>,
+    /// Actions whose caller's request body broke: counted as the caller's
+    /// fault, not the upstream's.
+    caller_faults: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -205,6 +230,24 @@ impl Metrics {
             "Holds published to, received from, or dropped before the shared hold-off store",
             store_holds.clone(),
         );
+        let connections_refused = Family::<PortLabels, Counter>::default();
+        registry.register(
+            "client_connections_refused",
+            "Client connections closed at once because the port's connection limit was reached",
+            connections_refused.clone(),
+        );
+        let connections_closed = Family::<ClosedLabels, Counter>::default();
+        registry.register(
+            "client_connections_closed",
+            "Client connections closed by their time bounds (header timeout, idle timeout)",
+            connections_closed.clone(),
+        );
+        let bodies = Family::<EndingLabels, Counter>::default();
+        registry.register(
+            "response_bodies",
+            "Relayed upstream response bodies, by how they ended",
+            bodies.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 registry,
@@ -222,6 +265,10 @@ impl Metrics {
                 store_available,
                 store_failures,
                 store_holds,
+                connections_refused,
+                connections_closed,
+                bodies,
+                caller_faults: Mutex::default(),
             }),
         }
     }
@@ -323,17 +370,67 @@ impl Metrics {
         }
     }
 
+    /// The caller's request body of action `id` broke: its report is
+    /// counted as `outcome="bad_request_body",category="caller"`.
+    pub fn caller_body_broke(&self, id: u64) {
+        self.inner
+            .caller_faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id);
+    }
+
+    /// The report of action `id`, which ended.
+    pub fn report_of(&self, id: u64, report: &Report) {
+        let caller_fault = self
+            .inner
+            .caller_faults
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+        if caller_fault {
+            self.count(report, "bad_request_body", "caller");
+        } else {
+            self.report(report);
+        }
+    }
+
     /// The report of an action that ended.
     pub fn report(&self, report: &Report) {
         let category = report.category().map_or("none", |c| c.as_str());
+        self.count(report, report.outcome.as_str(), category);
+    }
+
+    fn count(&self, report: &Report, outcome: &'static str, category: &'static str) {
         self.inner
             .actions
-            .get_or_create(&ActionLabels {
-                outcome: report.outcome.as_str(),
-                category,
-            })
+            .get_or_create(&ActionLabels { outcome, category })
             .inc();
         self.inner.duration.observe(report.elapsed.as_secs_f64());
+    }
+
+    /// A client connection on `port` closed at once: the limit is reached.
+    pub fn connection_refused(&self, port: &'static str) {
+        self.inner
+            .connections_refused
+            .get_or_create(&PortLabels { port })
+            .inc();
+    }
+
+    /// A client connection on `port` closed by a time bound.
+    pub fn connection_closed(&self, port: &'static str, reason: &'static str) {
+        self.inner
+            .connections_closed
+            .get_or_create(&ClosedLabels { port, reason })
+            .inc();
+    }
+
+    /// A relayed response body ended (`complete`, `truncated`, ...).
+    pub fn body_ended(&self, ending: &'static str) {
+        self.inner
+            .bodies
+            .get_or_create(&EndingLabels { ending })
+            .inc();
     }
 
     /// The text exposition (OpenMetrics, which Prometheus reads).
@@ -353,8 +450,8 @@ impl Observer for Metrics {
         self.event(id.0, event);
     }
 
-    fn on_report(&self, _id: ActionId, report: &Report) {
-        self.report(report);
+    fn on_report(&self, id: ActionId, report: &Report) {
+        self.report_of(id.0, report);
     }
 }
 

@@ -16,6 +16,9 @@
 //! |---|---|
 //! | `args.rs` | flags and the checked configuration |
 //! | `serve.rs` | listening, serving, shutdown and drain |
+//! | `conn.rs` | client connection bounds: header and idle timeouts, connection limit |
+//! | `body.rs` | the relayed response body: idle timeout, how it ended |
+//! | `path.rs` | the upstream path: dot-segments resolved inside the prefix |
 //! | `forward.rs` | one request: policy, upstream request, response headers |
 //! | `stack.rs` | the client stack below the handler |
 //! | `attempt.rs` | the layer below the retry layer: attempt number, deadline, span |
@@ -28,11 +31,14 @@
 mod admin;
 mod args;
 mod attempt;
+mod body;
+mod conn;
 mod deadline;
 mod forward;
 mod hop;
 mod log;
 mod metrics;
+mod path;
 mod serve;
 mod stack;
 

@@ -8,6 +8,11 @@
 //! ones get a GOAWAY), then fires the cancellation token every action
 //! carries: those still running stop as `cancelled` (answered with 503 and
 //! logged so), and the process exits with status 0.
+//!
+//! Every client connection, on either port, is bounded (`conn.rs`): a
+//! permit of the port's connection limit, a header timeout, an idle
+//! timeout; and every relayed response body by `--body-idle-timeout`
+//! (`body.rs`).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +29,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use super::admin::Admin;
 use super::args::{Args, Config};
+use super::conn::{Activity, Gate, Tracked};
 use super::forward::{self, Proxy};
 use super::metrics::Metrics;
 use super::stack::Stack;
@@ -90,31 +96,64 @@ async fn serve(config: Config) -> Result<(), String> {
         config.policy.max_attempts(),
         Secs(config.policy.attempt_cap()),
     );
-    let proxy = Arc::new(Proxy::new(config, stack));
+    let limits = config.connections;
+    let gate = Arc::new(Gate::new(
+        config.max_connections.get(),
+        "proxy",
+        metrics.clone(),
+    ));
+    let admin_gate = Gate::new(config.admin_max_connections.get(), "admin", metrics.clone());
+    let proxy = Arc::new(Proxy::new(config, stack, metrics.clone()));
     let ready = Arc::new(AtomicBool::new(true));
     let admin_task = tokio::spawn(
         Admin {
             metrics,
             ready: ready.clone(),
+            limits,
         }
-        .serve(admin_listener),
+        .serve(admin_listener, admin_gate),
     );
 
     let graceful = GracefulShutdown::new();
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
-    builder.http2().timer(TokioTimer::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.idle_timeout)
+        .keep_alive_timeout(limits.header_timeout);
     let received = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
+                    // Past the limit the stream is dropped here: closed at
+                    // once, its descriptor freed.
+                    let Some(permit) = gate.admit() else { continue };
                     let _ = stream.set_nodelay(true);
                     let proxy = proxy.clone();
-                    let service = service_fn(move |request| forward::handle(proxy.clone(), request));
+                    let activity = Activity::default();
+                    let requests = activity.clone();
+                    let service = service_fn(move |request| {
+                        let in_flight = requests.begin();
+                        let handled = forward::handle(proxy.clone(), request);
+                        async move {
+                            let response = handled.await?;
+                            Ok::<_, std::convert::Infallible>(
+                                response.map(|body| Tracked::new(body, in_flight)),
+                            )
+                        }
+                    });
                     let connection = builder
                         .serve_connection(TokioIo::new(stream), service)
                         .into_owned();
-                    tokio::spawn(graceful.watch(connection));
+                    let watched = graceful.watch(connection);
+                    let gate = gate.clone();
+                    tokio::spawn(async move {
+                        gate.serve(watched, activity, limits, permit).await;
+                    });
                 }
                 Err(e) => {
                     // Out of file descriptors, most likely: wait a little

@@ -24,7 +24,6 @@
 use std::sync::Arc;
 
 use http::Request;
-use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -40,10 +39,11 @@ use tower_retry_budget::{
 
 use super::args::Config;
 use super::attempt::{Attempt, AttemptLayer};
+use super::body::CallerBody;
 use super::metrics::Metrics;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
-pub type UpstreamBody = ReplayBody<Incoming>;
+pub type UpstreamBody = ReplayBody<CallerBody>;
 
 /// The hyper-util client.
 pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
@@ -90,7 +90,7 @@ pub fn hold_off(config: &Config) -> Result<Option<HoldOff>, String> {
     if !config.hold_off {
         return Ok(None);
     }
-    let mut builder = HoldOff::builder();
+    let mut builder = HoldOff::builder().max_hold(config.max_hold);
     if let Some(store) = &config.hold_off_redis {
         builder = builder.redis(store.clone());
     }

@@ -1,0 +1,275 @@
+//! The upstream's response body as relayed to the caller: a bound on the
+//! time between its frames (`--body-idle-timeout`), and one report of how
+//! it ended, which the log line and the metrics carry.
+//!
+//! Hand-written: hyper's client has no read timeout on a response body
+//! (only on the connection's I/O as a whole), and no crate reports how a
+//! relayed body ended. A timed-out or broken body ends in an error, so
+//! hyper cuts the caller's response off (HTTP/1: the connection is closed
+//! before the body's end; HTTP/2: the stream is reset) instead of letting
+//! it look complete.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+
+/// How a relayed body ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Every byte, to the upstream's end of the body.
+    Complete,
+    /// The upstream's body broke off (its connection closed or failed
+    /// before the end).
+    Truncated,
+    /// The upstream sent nothing for `--body-idle-timeout`.
+    TimedOut,
+    /// The caller went away (or the drain ended) before the end.
+    CallerGone,
+}
+
+impl Ending {
+    /// The `snake_case` name (log field and metric label).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Truncated => "truncated",
+            Self::TimedOut => "timed_out",
+            Self::CallerGone => "caller_gone",
+        }
+    }
+}
+
+/// The error that cuts off a body the upstream left idle.
+#[derive(Debug, Clone, Copy)]
+pub struct IdleTimeout(pub Duration);
+
+impl std::fmt::Display for IdleTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the upstream sent no part of the response body for {:?}",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for IdleTimeout {}
+
+/// What is told, once, how the body ended.
+type OnEnd = Box<dyn FnOnce(Ending) + Send>;
+
+/// Calls its `OnEnd` once: with the ending given, or with
+/// [`Ending::CallerGone`] if dropped first.
+struct EndOnce(Option<OnEnd>);
+
+impl EndOnce {
+    fn end(&mut self, ending: Ending) {
+        if let Some(on_end) = self.0.take() {
+            on_end(ending);
+        }
+    }
+}
+
+impl Drop for EndOnce {
+    fn drop(&mut self) {
+        self.end(Ending::CallerGone);
+    }
+}
+
+pin_project! {
+    /// An upstream response body with an idle timeout; see the
+    /// [module docs](self).
+    pub struct RelayBody {
+        #[pin]
+        inner: Incoming,
+        idle: Duration,
+        // Armed when the upstream has nothing to give, disarmed by each
+        // frame; made the first time it is needed (a body that is always
+        // ready never needs one).
+        timer: Option<Pin<Box<Sleep>>>,
+        armed: bool,
+        end: EndOnce,
+    }
+}
+
+impl RelayBody {
+    /// Relays `inner`; `on_end` is told how it ended.
+    pub fn new(
+        inner: Incoming,
+        idle: Duration,
+        on_end: impl FnOnce(Ending) + Send + 'static,
+    ) -> Self {
+        let mut end = EndOnce(Some(Box::new(on_end)));
+        if inner.is_end_stream() {
+            // No body at all (HEAD, 204, 304, an empty one): hyper may not
+            // poll it.
+            end.end(Ending::Complete);
+        }
+        Self {
+            inner,
+            idle,
+            timer: None,
+            armed: false,
+            end,
+        }
+    }
+}
+
+impl Body for RelayBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let mut this = self.project();
+        match this.inner.as_mut().poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                *this.armed = false;
+                if this.inner.is_end_stream() {
+                    this.end.end(Ending::Complete);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(error))) => {
+                tracing::debug!(
+                    target: "retry_budget::proxy",
+                    "the upstream's response body broke off: {error}"
+                );
+                this.end.end(Ending::Truncated);
+                Poll::Ready(Some(Err(error.into())))
+            }
+            Poll::Ready(None) => {
+                this.end.end(Ending::Complete);
+                Poll::Ready(None)
+            }
+            Poll::Pending => {
+                // Counted from the moment the upstream has nothing to give,
+                // not from the last frame: time the caller took to read is
+                // not the upstream's.
+                let deadline = Instant::now() + *this.idle;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if !*this.armed {
+                    *this.armed = true;
+                    timer.as_mut().reset(deadline);
+                }
+                if timer.as_mut().poll(cx).is_ready() {
+                    tracing::debug!(
+                        target: "retry_budget::proxy",
+                        "the upstream's response body was idle for {:?}: cut off",
+                        this.idle
+                    );
+                    this.end.end(Ending::TimedOut);
+                    return Poll::Ready(Some(Err(Box::new(IdleTimeout(*this.idle)))));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The caller's request body broke (malformed chunked framing, a stream
+/// reset, a connection closed before the end).
+#[derive(Debug, Clone)]
+pub struct BrokenBody(String);
+
+impl std::fmt::Display for BrokenBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the caller's request body broke off: {}", self.0)
+    }
+}
+
+impl std::error::Error for BrokenBody {}
+
+/// Set once the caller's body broke; shared by the handler and the body.
+pub type BrokeFlag = std::sync::Arc<std::sync::OnceLock<BrokenBody>>;
+
+/// The caller's request body on its way upstream. Once it fails it keeps
+/// failing (so no copy sent later can end early and look complete), the
+/// flag says why, and `on_break` runs once (the handler cancels the action
+/// there: a retry cannot mend the caller's body).
+pub struct CallerBody {
+    inner: Incoming,
+    broke: BrokeFlag,
+    on_break: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+impl std::fmt::Debug for CallerBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerBody")
+            .field("broke", &self.broke.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallerBody {
+    /// Wraps the caller's body.
+    pub fn new(
+        inner: Incoming,
+        broke: BrokeFlag,
+        on_break: impl FnOnce() + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            broke,
+            on_break: Some(Box::new(on_break)),
+        }
+    }
+}
+
+impl Body for CallerBody {
+    type Data = Bytes;
+    type Error = BrokenBody;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Some(broken) = self.broke.get() {
+            return Poll::Ready(Some(Err(broken.clone())));
+        }
+        match Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(Err(error))) => {
+                tracing::debug!(
+                    target: "retry_budget::proxy",
+                    "the caller's request body broke off: {error}"
+                );
+                let broken = BrokenBody(error.to_string());
+                let _ = self.broke.set(broken.clone());
+                if let Some(on_break) = self.on_break.take() {
+                    on_break();
+                }
+                Poll::Ready(Some(Err(broken)))
+            }
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.broke.get().is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

@@ -1,0 +1,254 @@
+//! The bounds on a client connection, on the proxy port and the admin port.
+//!
+//! What hyper and tokio express is theirs:
+//!
+//! * the HTTP/1 header-read timeout (`--header-timeout`, hyper's
+//!   `header_read_timeout`), armed for every head, the next one on a
+//!   kept-alive connection included;
+//! * HTTP/2 keep-alive PINGs (hyper's `keep_alive_interval` and
+//!   `keep_alive_timeout`), which close a connection whose peer is gone;
+//! * the connection limit, a tokio [`Semaphore`]: one permit per open
+//!   connection, and a connection accepted without a free permit is closed
+//!   at once.
+//!
+//! Hand-written, because none of them expresses it: the time before the
+//! *first* request head (hyper-util's `auto` server reads the first bytes
+//! to tell HTTP/1 from HTTP/2 with no timeout, and hyper's HTTP/2 server
+//! waits for the preface and first HEADERS without one), and the idle time
+//! of a connection with no request in flight (hyper has no idle timeout for
+//! HTTP/2, and a peer that answers PINGs is never closed by them).
+//! [`Activity`] counts the requests a connection has started and has in
+//! flight (a request stays in flight until its response body is dropped),
+//! and [`Activity::expired`] resolves when either bound is past; the
+//! connection's task then drops the connection, which closes the socket.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use super::args::ConnectionLimits;
+use super::metrics::Metrics;
+
+/// The connection limit of one port.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    permits: Arc<Semaphore>,
+    /// `proxy` or `admin` (a metric label).
+    port: &'static str,
+    metrics: Metrics,
+}
+
+impl Gate {
+    /// At most `max` connections open at once on `port`.
+    pub fn new(max: usize, port: &'static str, metrics: Metrics) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(max)),
+            port,
+            metrics,
+        }
+    }
+
+    /// A permit for a connection just accepted, or `None` if the port is
+    /// full: the caller then drops the connection, which closes it.
+    pub fn admit(&self) -> Option<OwnedSemaphorePermit> {
+        let permit = self.permits.clone().try_acquire_owned().ok();
+        if permit.is_none() {
+            tracing::debug!(
+                target: "retry_budget::proxy",
+                port = self.port,
+                "connection refused: the connection limit is reached"
+            );
+            self.metrics.connection_refused(self.port);
+        }
+        permit
+    }
+
+    /// Runs `connection` until it ends or one of its bounds is past (then
+    /// drops it, closing the socket); the permit is given back at the end.
+    pub async fn serve<F: Future>(
+        &self,
+        connection: F,
+        activity: Activity,
+        limits: ConnectionLimits,
+        permit: OwnedSemaphorePermit,
+    ) {
+        let _permit = permit;
+        tokio::select! {
+            _ = connection => {}
+            expired = activity.expired(limits) => {
+                tracing::debug!(
+                    target: "retry_budget::proxy",
+                    port = self.port,
+                    reason = expired.as_str(),
+                    "connection closed by its bounds"
+                );
+                self.metrics.connection_closed(self.port, expired.as_str());
+            }
+        }
+    }
+}
+
+/// Why a connection was closed by its bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expired {
+    /// No complete request head within `--header-timeout` of the accept.
+    NoFirstRequest,
+    /// No request in flight for `--idle-timeout`.
+    Idle,
+}
+
+impl Expired {
+    /// The `snake_case` name (a metric label).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::NoFirstRequest => "header_timeout",
+            Self::Idle => "idle",
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    started: u64,
+    in_flight: usize,
+}
+
+/// The requests of one connection; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Activity(Arc<watch::Sender<Counts>>);
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self(Arc::new(watch::Sender::new(Counts::default())))
+    }
+}
+
+impl Activity {
+    /// A request has arrived (its head is complete); it is in flight until
+    /// the guard is dropped.
+    pub fn begin(&self) -> InFlight {
+        self.0.send_modify(|c| {
+            c.started += 1;
+            c.in_flight += 1;
+        });
+        InFlight(self.clone())
+    }
+
+    /// Resolves when the connection is past one of its bounds: no first
+    /// request within the header timeout, or no request in flight for the
+    /// idle timeout.
+    pub async fn expired(&self, limits: ConnectionLimits) -> Expired {
+        let mut counts = self.0.subscribe();
+        let first = counts.wait_for(|c| c.started > 0);
+        if tokio::time::timeout(limits.header_timeout, first)
+            .await
+            .is_err()
+        {
+            return Expired::NoFirstRequest;
+        }
+        loop {
+            // The sender lives as long as `self`: these waits end only
+            // when the counts change.
+            let started = match counts.wait_for(|c| c.in_flight == 0).await {
+                Ok(c) => c.started,
+                Err(_) => return Expired::Idle,
+            };
+            let next = counts.wait_for(|c| c.started > started);
+            if tokio::time::timeout(limits.idle_timeout, next)
+                .await
+                .is_err()
+            {
+                return Expired::Idle;
+            }
+        }
+    }
+}
+
+/// A request in flight on its connection (see [`Activity::begin`]).
+#[derive(Debug)]
+pub struct InFlight(Activity);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0 .0.send_modify(|c| c.in_flight -= 1);
+    }
+}
+
+pin_project! {
+    /// A response body that keeps its request in flight until it is
+    /// dropped.
+    pub struct Tracked<B> {
+        #[pin]
+        inner: B,
+        _in_flight: InFlight,
+    }
+}
+
+impl<B> Tracked<B> {
+    /// `inner`, holding `in_flight` until dropped.
+    pub const fn new(inner: B, in_flight: InFlight) -> Self {
+        Self {
+            inner,
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl<B: Body> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    const LIMITS: ConnectionLimits = ConnectionLimits {
+        header_timeout: Duration::from_secs(5),
+        idle_timeout: Duration::from_secs(10),
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn no_first_request_within_the_header_timeout() {
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        assert_eq!(activity.expired(LIMITS).await, Expired::NoFirstRequest);
+        assert_eq!(start.elapsed(), LIMITS.header_timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_counts_from_the_end_of_the_last_request_in_flight() {
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        let a = activity.clone();
+        let requests = tokio::spawn(async move {
+            let first = a.begin();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(first);
+        });
+        assert_eq!(activity.expired(LIMITS).await, Expired::Idle);
+        assert_eq!(start.elapsed(), Duration::from_secs(40));
+        requests.await.unwrap();
+    }
+}
