@@ -1,9 +1,9 @@
-//! An action whose first attempt starts on the policy's word, with no core
-//! `Action` until one is needed (nobody listening, nothing shared): its
-//! report must be the one an action started with its `Action` gets. The
-//! same scripts run both ways under tokio's paused clock: without an
-//! observer (deferred), and with one (the `Action` from the start, every
-//! step told as it happens).
+//! An action's report does not depend on who hears it: the same scripts run
+//! under tokio's paused clock without an observer (nobody listening,
+//! nothing shared: the core alone) and with one (every step told as it
+//! happens), and must give the same report. (The file's name is from the
+//! adapter's earlier deferred first attempt, which these tests held to the
+//! same rule.)
 
 mod support;
 
