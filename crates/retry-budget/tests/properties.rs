@@ -653,9 +653,10 @@ fn input_time(input: &Input) -> Duration {
         | Input::Woke(t)
         | Input::Left(t)
         | Input::TimedOut(t)
-        | Input::TransportFailed(t)
-        | Input::Translated(t) => *t,
-        Input::Forbid => Duration::ZERO,
+        | Input::TransportFailed(t) => *t,
+        // Told with the next response (one `Answer`), at its time: no
+        // input of their own.
+        Input::Translated(_) | Input::Forbid => Duration::ZERO,
     }
 }
 
