@@ -520,9 +520,14 @@ where
                 }
             }
             // The core refused even the first attempt: obey, send nothing.
-            Decision::Stop(_) | Decision::StartNow => State::Done {
-                error: Some(ctx.finish_error(ErrorKind::NotSent)),
-            },
+            // The action has ended: the caller's token is no longer
+            // watched (the first poll returns this error, and only it).
+            Decision::Stop(_) | Decision::StartNow => {
+                self.cancelled = None;
+                State::Done {
+                    error: Some(ctx.finish_error(ErrorKind::NotSent)),
+                }
+            }
         };
     }
 }

@@ -145,3 +145,38 @@ async fn credentials_are_not_part_of_the_key_the_service_is() {
     assert_eq!(calls_to(&calls, "/b"), [s(6), s(7)], "https was not held");
     a.await.unwrap().unwrap();
 }
+
+/// An action the hold-off stops before anything is sent ends once: its
+/// error is `held_off`, not the caller's token that was already cancelled,
+/// and the observer is told one report.
+#[tokio::test(start_paused = true)]
+async fn an_action_held_off_in_call_ends_once_even_with_a_cancelled_token() {
+    let calls = Calls::default();
+    let reports = Arc::new(Mutex::new(Vec::<Outcome>::new()));
+    struct Reports(Arc<Mutex<Vec<Outcome>>>);
+    impl tower_retry_budget::Observer for Reports {
+        fn on_event(&self, _: tower_retry_budget::ActionId, _: &retry_budget::Event) {}
+        fn on_report(&self, _: tower_retry_budget::ActionId, report: &Report) {
+            self.0.lock().unwrap().push(report.outcome);
+        }
+    }
+    let hold_off = HoldOff::default();
+    // The service asked the client to wait 60 s: past the 20 s budget.
+    hold_off.hold("http://svc.test:80", Instant::now() + s(60));
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryBudgetLayer::new(Policy::default())
+                .hold_off(hold_off)
+                .observer(Reports(reports.clone())),
+        )
+        .service(upstream("1", &calls));
+    let token = tokio_util::sync::CancellationToken::new();
+    token.cancel();
+    let mut request = get("http://svc.test/b");
+    request.extensions_mut().insert(token);
+    let error = client.oneshot(request).await.unwrap_err();
+    assert!(error.is_not_sent(), "{error}");
+    assert_eq!(error.outcome(), Outcome::HeldOff);
+    assert_eq!(*reports.lock().unwrap(), [Outcome::HeldOff], "one report");
+    assert!(calls.lock().unwrap().is_empty(), "nothing sent");
+}
