@@ -692,7 +692,7 @@ impl Action {
 
     /// After a `429` with a usable `Retry-After` (delay-seconds, or an
     /// HTTP-date with a trusted calendar reading) or
-    /// [reset header](Self::reset_headers): the elapsed time until
+    /// [reset header](Answer::resets): the elapsed time until
     /// which the service asked the client to wait, `receipt + max(min_wait,
     /// delay)`, whatever this action decided (it may have stopped because
     /// the wait does not fit). `None` otherwise, and again once the next

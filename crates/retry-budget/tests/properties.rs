@@ -605,7 +605,7 @@ enum Input {
     /// The server forbids retrying the next response.
     Forbid,
     /// The next response was translated from another protocol's signal.
-    Translated(Duration),
+    Translated,
 }
 
 fn when() -> impl Strategy<Value = Duration> {
@@ -642,7 +642,7 @@ fn input() -> impl Strategy<Value = Input> {
         1 => when().prop_map(Input::TimedOut),
         1 => when().prop_map(Input::TransportFailed),
         1 => Just(Input::Forbid),
-        1 => when().prop_map(Input::Translated),
+        1 => Just(Input::Translated),
     ]
 }
 
@@ -656,7 +656,7 @@ fn input_time(input: &Input) -> Duration {
         | Input::TransportFailed(t) => *t,
         // Told with the next response (one `Answer`), at its time: no
         // input of their own.
-        Input::Translated(_) | Input::Forbid => Duration::ZERO,
+        Input::Translated | Input::Forbid => Duration::ZERO,
     }
 }
 
@@ -696,7 +696,7 @@ proptest! {
                     forbidden = true;
                     action.decision()
                 }
-                Input::Translated(_) => {
+                Input::Translated => {
                     translated = true;
                     action.decision()
                 }
@@ -709,7 +709,7 @@ proptest! {
             let forbid_applies = forbidden && answered;
             forbidden &= !answered;
             translated &= !answered;
-            if matches!(input, Input::Forbid | Input::Translated(_)) {
+            if matches!(input, Input::Forbid | Input::Translated) {
                 prop_assert_eq!(decision, phase_before);
             }
             prop_assert_eq!(decision, action.decision());

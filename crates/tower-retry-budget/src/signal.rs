@@ -131,7 +131,7 @@ impl Signal {
 /// |---|---|
 /// | absent | no server delay ([`RetryAfter::Missing`]): the local fallback applies |
 /// | `1*DIGIT` milliseconds | the server's delay: [`RetryAfter::Seconds`]`(Duration::from_millis(ms))` (huge values saturate); the core's 1 s floor still applies |
-/// | negative, malformed, or repeated | the server forbids a retry ([`Action::retry_forbidden`](retry_budget::Action::retry_forbidden)): a retried status stops as `not_retryable` |
+/// | negative, malformed, or repeated | the server forbids a retry ([`Answer::forbidden`](retry_budget::Answer::forbidden)): a retried status stops as `not_retryable` |
 ///
 /// A translated response is recorded in the trail
 /// ([`EventKind::Translated`](retry_budget::EventKind::Translated), e.g.
