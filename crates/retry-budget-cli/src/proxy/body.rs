@@ -155,15 +155,27 @@ impl Body for RelayBody {
                 // Counted from the moment the upstream has nothing to give,
                 // not from the last frame: time the caller took to read is
                 // not the upstream's.
-                let deadline = Instant::now() + *this.idle;
-                let timer = this
-                    .timer
-                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
                 if !*this.armed {
                     *this.armed = true;
-                    timer.as_mut().reset(deadline);
+                    // Through the layer's saturating mapping: a bound past
+                    // tokio's clock (a huge `--body-idle-timeout`) is never
+                    // reached, and arms no timer.
+                    match (
+                        this.timer.as_mut(),
+                        tower_retry_budget::clock::instant_at(Instant::now(), *this.idle),
+                    ) {
+                        (Some(timer), Some(deadline)) => timer.as_mut().reset(deadline),
+                        (None, Some(deadline)) => {
+                            *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
+                        }
+                        (_, None) => *this.timer = None,
+                    }
                 }
-                if timer.as_mut().poll(cx).is_ready() {
+                let fired = this
+                    .timer
+                    .as_mut()
+                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                if fired {
                     tracing::debug!(
                         target: "retry_budget::proxy",
                         "the upstream's response body was idle for {:?}: cut off",
