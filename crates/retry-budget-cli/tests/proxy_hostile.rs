@@ -4,359 +4,22 @@
 //! (1 s) and every wait allows a generous patience, so that no test asserts
 //! an upper bound on wall time a loaded machine could break.
 //!
-//! The helpers (loopback upstream, proxy child process) are those of
-//! `tests/proxy.rs`.
+//! The helpers (loopback upstream, proxy child process) are in
+//! `tests/support`, shared with `tests/proxy.rs`.
 
-use std::collections::HashMap;
-use std::convert::Infallible;
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
+use http::Request;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-
-/// The longest any one step of a test may take before it fails.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-/// What the upstream answers to one request.
-struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn status(status: u16) -> Self {
-        Self {
-            status,
-            headers: Vec::new(),
-            body: format!("status {status}\n").into_bytes(),
-        }
-    }
-
-    fn retry_after(mut self, value: &str) -> Self {
-        self.headers.push(("retry-after", value.to_owned()));
-        self
-    }
-
-    fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
-        self.body = body.into();
-        self
-    }
-}
-
-/// What the upstream saw of one request.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Seen {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-/// A loopback upstream answering the n-th request (0-based) to a path with
-/// `reply(path, n)`. It reads each request body in full before answering.
-struct Upstream {
-    addr: SocketAddr,
-    count: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Upstream {
-    fn start(reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
-        Self::serve(false, reply)
-    }
-
-    fn serve(h2: bool, reply: impl Fn(&str, usize) -> Reply + Send + Sync + 'static) -> Self {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        listener.set_nonblocking(true).expect("non-blocking");
-        let addr = listener.local_addr().expect("its address");
-        let count = Arc::new(AtomicUsize::new(0));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let per_path = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
-        let reply = Arc::new(reply);
-        let (c, s) = (count.clone(), seen.clone());
-        std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("a runtime");
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).expect("tokio");
-                while let Ok((stream, _)) = listener.accept().await {
-                    let (count, seen, per_path, reply) =
-                        (c.clone(), s.clone(), per_path.clone(), reply.clone());
-                    tokio::spawn(async move {
-                        let service = service_fn(move |request: Request<Incoming>| {
-                            let (count, seen, per_path, reply) =
-                                (count.clone(), seen.clone(), per_path.clone(), reply.clone());
-                            async move {
-                                let (parts, body) = request.into_parts();
-                                let path = parts.uri.path().to_owned();
-                                let n = {
-                                    let mut map = per_path.lock().unwrap();
-                                    let n = map.entry(path.clone()).or_insert(0);
-                                    *n += 1;
-                                    *n - 1
-                                };
-                                // Counted as soon as the head is in.
-                                count.fetch_add(1, Ordering::SeqCst);
-                                let body = body
-                                    .collect()
-                                    .await
-                                    .map(|b| b.to_bytes())
-                                    .unwrap_or_default();
-                                seen.lock().unwrap().push(Seen {
-                                    path: path.clone(),
-                                    headers: parts.headers,
-                                    body,
-                                });
-                                let reply = reply(&path, n);
-                                let mut response =
-                                    Response::new(Full::new(Bytes::from(reply.body)));
-                                *response.status_mut() =
-                                    StatusCode::from_u16(reply.status).unwrap();
-                                for (name, value) in reply.headers {
-                                    response.headers_mut().append(name, value.parse().unwrap());
-                                }
-                                Ok::<_, Infallible>(response)
-                            }
-                        });
-                        let io = TokioIo::new(stream);
-                        let _ = if h2 {
-                            hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                                .serve_connection(io, service)
-                                .await
-                        } else {
-                            http1::Builder::new().serve_connection(io, service).await
-                        };
-                    });
-                }
-            });
-        });
-        Self { addr, count, seen }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn count(&self) -> usize {
-        self.count.load(Ordering::SeqCst)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-/// The proxy, as a child process; its stderr is collected line by line.
-struct Proxy {
-    child: Mutex<Child>,
-    addr: SocketAddr,
-    admin: SocketAddr,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Proxy {
-    fn start(upstream: &Upstream, flags: &[&str]) -> Self {
-        Self::start_to(&upstream.url(), flags)
-    }
-
-    fn start_to(upstream: &str, flags: &[&str]) -> Self {
-        Self::spawn(
-            Command::new(env!("CARGO_BIN_EXE_retry-budget")),
-            upstream,
-            flags,
-        )
-    }
-
-    /// The proxy under `ulimit -n fd_limit` (set by the shell that then
-    /// execs it).
-    fn start_with_fd_limit(upstream: &Upstream, fd_limit: u32, flags: &[&str]) -> Self {
-        let mut shell = Command::new("sh");
-        shell.args([
-            "-c",
-            &format!("ulimit -n {fd_limit} && exec \"$0\" \"$@\""),
-            env!("CARGO_BIN_EXE_retry-budget"),
-        ]);
-        Self::spawn(shell, &upstream.url(), flags)
-    }
-
-    fn spawn(mut command: Command, upstream: &str, flags: &[&str]) -> Self {
-        let mut child = command
-            .args(["proxy", "--upstream", upstream])
-            .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(flags)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary runs");
-        let stderr = child.stderr.take().expect("stderr");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let mut proxy = Self {
-            child: Mutex::new(child),
-            addr: "127.0.0.1:1".parse().unwrap(),
-            admin: "127.0.0.1:1".parse().unwrap(),
-            lines,
-        };
-        let first = proxy.wait_line("listening on ");
-        let after = |marker: &str, end: char| -> SocketAddr {
-            let rest = &first[first.find(marker).unwrap() + marker.len()..];
-            rest[..rest.find(end).unwrap()].parse().unwrap()
-        };
-        proxy.addr = after("listening on ", ' ');
-        proxy.admin = after("admin on ", ',');
-        proxy
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    /// The first stderr line containing `needle`, waiting for it.
-    fn wait_line(&self, needle: &str) -> String {
-        let start = Instant::now();
-        loop {
-            if let Some(line) = self
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .find(|l| l.contains(needle))
-            {
-                return line.clone();
-            }
-            let exited = self.child.lock().unwrap().try_wait();
-            if let Ok(Some(status)) = exited {
-                // Give the reader thread a moment to collect the last lines.
-                std::thread::sleep(Duration::from_millis(100));
-                if let Some(line) = self
-                    .lines
-                    .lock()
-                    .unwrap()
-                    .iter()
-                    .find(|l| l.contains(needle))
-                {
-                    return line.clone();
-                }
-                panic!(
-                    "the proxy exited ({status}) without {needle:?}:\n{}",
-                    self.stderr()
-                );
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "no {needle:?} on stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-
-    /// The value of one metric line (`name{labels}`), 0 if absent.
-    async fn metric(&self, series: &str) -> f64 {
-        metric(&self.metrics().await, series)
-    }
-
-    async fn metrics(&self) -> String {
-        let answer = send(get(&format!("http://{}/metrics", self.admin))).await;
-        assert_eq!(answer.status, 200);
-        assert!(answer
-            .header("content-type")
-            .starts_with("application/openmetrics-text"));
-        answer.text()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let child = self.child.get_mut().unwrap();
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .map_or(0.0, |value| value.trim().parse().unwrap())
-}
-
-/// A response, read in full.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .map_or("", |v| v.to_str().unwrap_or(""))
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-fn get(url: &str) -> Request<Full<Bytes>> {
-    Request::get(url).body(Full::new(Bytes::new())).unwrap()
-}
-
-async fn send(request: Request<Full<Bytes>>) -> Answer {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
-    send_with(&client, request).await
-}
-
-async fn send_with(
-    client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-    request: Request<Full<Bytes>>,
-) -> Answer {
-    let answer = async {
-        let response = client.request(request).await.expect("the proxy answers");
-        let (parts, body) = response.into_parts();
-        let body = body.collect().await.expect("the whole body").to_bytes();
-        Answer {
-            status: parts.status.as_u16(),
-            headers: parts.headers,
-            body,
-        }
-    };
-    tokio::time::timeout(PATIENCE, answer)
-        .await
-        .expect("an answer in time")
-}
+use support::{get, metric, send, Proxy, Reply, Seen, Upstream, PATIENCE};
 
 // ---------------------------------------------------------------------------
 // Raw sockets and raw upstreams.
@@ -952,4 +615,46 @@ async fn max_hold_bounds_the_hold_off() {
     let answer = send(get(&proxy.url("/next"))).await;
     assert_eq!(answer.status, 200, "{}", answer.text());
     assert_eq!(upstream.count(), 2);
+}
+
+/// A body idle bound past tokio's clock is never reached: the proxy neither
+/// panics nor cuts the stalled body, and the caller leaving ends it.
+#[tokio::test]
+async fn a_body_idle_bound_past_the_clock_never_fires() {
+    let upstream = RawUpstream::start(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhello",
+        Then::Stall,
+    );
+    let proxy = Proxy::start_to(
+        &upstream.url(),
+        &["--body-idle-timeout", "18446744073709551615s"],
+    );
+    let mut stream = TcpStream::connect(proxy.addr).expect("the proxy accepts");
+    stream
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 1024];
+    let start = Instant::now();
+    while !received.ends_with(b"hello") {
+        assert!(start.elapsed() < PATIENCE, "no body: {received:?}");
+        match stream.read(&mut buf) {
+            Ok(0) => panic!("closed: {}", String::from_utf8_lossy(&received)),
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    // Still open a second later: the stalled body is not cut.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(
+        !matches!(stream.read(&mut buf), Ok(0)),
+        "the body was cut off"
+    );
+    drop(stream);
+    let line = proxy.wait_line("GET http");
+    assert!(line.contains(" body=caller_gone"), "{line}");
+    assert!(!proxy.stderr().contains("panicked"), "{}", proxy.stderr());
 }
