@@ -54,10 +54,11 @@ impl Body for Streamed {
 type Received = Arc<Mutex<Vec<(Bytes, Option<HeaderMap>)>>>;
 
 /// Reads `read_frames` frames of each request (all if `None`), answers 429
-/// with Retry-After: 1 the first time, then 200.
+/// with Retry-After: 1 the first `fails` times, then 200.
 fn upstream(
     received: Received,
     read_frames: Option<usize>,
+    fails: usize,
 ) -> impl tower::Service<
     Request<ReplayBody<Streamed>>,
     Response = Response<()>,
@@ -84,7 +85,7 @@ fn upstream(
             }
             let mut received = received.lock().unwrap();
             received.push((Bytes::from(bytes), trailers));
-            let status = if received.len() == 1 { 429 } else { 200 };
+            let status = if received.len() <= fails { 429 } else { 200 };
             let res = Response::builder()
                 .status(status)
                 .header("retry-after", "1")
@@ -105,7 +106,7 @@ async fn a_streamed_get_body_is_replayed_byte_for_byte_with_trailers() {
     let client = ServiceBuilder::new()
         .layer(ReplayBodyLayer::new())
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .service(upstream(received.clone(), None));
+        .service(upstream(received.clone(), None, 1));
     let body = Streamed::new(&[b"palette=", b"coast", b"&size=3"], Some("c0ffee"));
     let response = client
         .oneshot(
@@ -133,7 +134,7 @@ async fn a_marked_post_is_replayed_even_when_the_first_attempt_read_only_part() 
     let client = ServiceBuilder::new()
         .layer(ReplayBodyLayer::new())
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .service(upstream(received.clone(), Some(1)));
+        .service(upstream(received.clone(), Some(1), 1));
     let mut request = Request::post("http://upstream.test/jobs")
         .header("idempotency-key", "job-1")
         .body(Streamed::new(&[b"a", b"b", b"c"], None))
@@ -154,7 +155,7 @@ async fn a_body_over_the_limit_goes_once_and_the_report_says_why() {
     let client = ServiceBuilder::new()
         .layer(ReplayBodyLayer::new().limit(8))
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .service(upstream(received.clone(), None));
+        .service(upstream(received.clone(), None, 1));
     let body = Streamed::new(&[b"0123456789", b"abcdef"], None);
     let response = client
         .oneshot(
@@ -187,35 +188,6 @@ fn a_clone_replays_what_the_original_sent() {
     assert_eq!(first.to_bytes(), second.to_bytes());
 }
 
-/// Answers 429 (`Retry-After: 1`) `fails` times, then 200, recording every
-/// attempt's body and trailers whole.
-fn scripted(
-    received: Received,
-    fails: usize,
-) -> impl tower::Service<
-    Request<ReplayBody<Streamed>>,
-    Response = Response<()>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
-    service_fn(move |req: Request<ReplayBody<Streamed>>| {
-        let received = received.clone();
-        async move {
-            let collected = req.into_body().collect().await.unwrap();
-            let trailers = collected.trailers().cloned();
-            let mut received = received.lock().unwrap();
-            received.push((collected.to_bytes(), trailers));
-            let status = if received.len() <= fails { 429 } else { 200 };
-            let res = Response::builder()
-                .status(status)
-                .header("retry-after", "1")
-                .body(())
-                .unwrap();
-            Ok::<_, Infallible>(res)
-        }
-    })
-}
-
 /// Every attempt of a replayed body carries exactly the bytes the caller
 /// sent, whichever way the attempts were made: the first attempt sent at
 /// once, or held off by an earlier 429 to the same service (the request is
@@ -241,7 +213,7 @@ async fn every_attempt_of_a_replayed_body_carries_the_whole_body() {
             let client = ServiceBuilder::new()
                 .layer(ReplayBodyLayer::new())
                 .layer(RetryBudgetLayer::new(Policy::default()).hold_off(hold_off))
-                .service(scripted(received.clone(), 2));
+                .service(upstream(received.clone(), None, 2));
             let mut request = Request::post("http://upstream.test/payments")
                 .header("idempotency-key", "pay-1")
                 .body(Streamed::new(chunks, trailer))

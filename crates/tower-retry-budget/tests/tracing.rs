@@ -3,27 +3,11 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-
 use http::Request;
 use retry_budget::Policy;
-use support::{Scripted, Step};
+use support::{Captured, Scripted, Step};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_retry_budget::ServiceBuilderExt;
-
-/// A writer that keeps everything written to it.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn every_step_is_traced_and_no_secret_header_is() {

@@ -4,33 +4,11 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-
 use http::Request;
 use retry_budget::{Outcome, Policy, Report};
-use support::{Scripted, Step};
+use support::{Captured, Scripted, Step};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_retry_budget::ServiceBuilderExt;
-
-/// A writer that keeps everything written to it.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
 
 #[tokio::test(start_paused = true)]
 async fn an_info_subscriber_gets_no_line_from_any_ending() {
