@@ -24,6 +24,23 @@ use support::{get, metric, send, Proxy, Reply, Seen, Upstream, PATIENCE};
 // ---------------------------------------------------------------------------
 // Raw sockets and raw upstreams.
 
+/// Sends `GET path` on new connections until one is answered 200, within
+/// the patience (`what` says what did not happen otherwise).
+fn wait_until_served(addr: SocketAddr, path: &str, what: &str) {
+    let start = Instant::now();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    loop {
+        let mut stream = TcpStream::connect(addr).expect("the proxy accepts");
+        stream.write_all(request.as_bytes()).unwrap();
+        let answer = read_until_closed(&mut stream).unwrap_or_default();
+        if answer.starts_with(b"HTTP/1.1 200") {
+            return;
+        }
+        assert!(start.elapsed() < PATIENCE, "{what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The HTTP/2 connection preface, then an empty SETTINGS frame.
 const H2_PREFACE_AND_SETTINGS: &[u8] =
     b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
@@ -278,19 +295,7 @@ async fn past_the_connection_limit_new_connections_are_closed_and_the_rest_keeps
     assert_eq!(refused, 1.0);
     // Once connections close, new ones are served again.
     drop(held);
-    let start = Instant::now();
-    loop {
-        let mut stream = TcpStream::connect(proxy.addr).expect("the proxy accepts");
-        stream
-            .write_all(b"GET /z HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let answer = read_until_closed(&mut stream).unwrap_or_default();
-        if answer.starts_with(b"HTTP/1.1 200") {
-            break;
-        }
-        assert!(start.elapsed() < PATIENCE, "no permit came back");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until_served(proxy.addr, "/z", "no permit came back");
 }
 
 #[tokio::test]
@@ -316,19 +321,7 @@ async fn idle_connections_past_the_descriptor_limit_do_not_stop_the_proxy() {
     }
     // A new request is served while the idle connections are still open on
     // this side.
-    let start = Instant::now();
-    loop {
-        let mut stream = TcpStream::connect(proxy.addr).expect("the proxy accepts");
-        stream
-            .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let answer = read_until_closed(&mut stream).unwrap_or_default();
-        if answer.starts_with(b"HTTP/1.1 200") {
-            break;
-        }
-        assert!(start.elapsed() < PATIENCE, "the proxy serves no request");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until_served(proxy.addr, "/x", "the proxy serves no request");
     drop(idle);
     assert!(
         !proxy.stderr().contains("cannot accept"),
