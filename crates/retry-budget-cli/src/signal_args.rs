@@ -11,8 +11,11 @@
 use std::time::Duration;
 
 use http::HeaderName;
-use retry_budget::{Policy, ResetFormat};
-use tower_retry_budget::{HttpSignal, ResetSignal, RetryBudgetLayer};
+use retry_budget::{reset::ResetFormat, Policy};
+use tower_retry_budget::{
+    signal::{HttpSignal, ResetSignal},
+    RetryBudgetLayer,
+};
 
 use crate::duration_arg;
 
@@ -113,7 +116,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use http::{HeaderMap, StatusCode};
-    use tower_retry_budget::RetrySignal;
+    use tower_retry_budget::signal::RetrySignal;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -167,9 +170,11 @@ mod tests {
         // The signal reads the named header on a 429.
         let mut headers = HeaderMap::new();
         headers.insert("x-ratelimit-reset", "1700000003".parse().unwrap());
-        let read = args
-            .signal(HttpSignal)
-            .read(StatusCode::TOO_MANY_REQUESTS, &headers);
+        let read = args.signal(HttpSignal).read(
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers,
+            &http::Extensions::new(),
+        );
         let found = read.reset_headers().expect("read");
         assert_eq!(found.max_interval(), Some(Duration::from_secs(300)));
         assert!(!found.is_empty());

@@ -10,7 +10,7 @@
 
 use std::time::SystemTime;
 
-use crate::{ResetHeaders, RetryAfter};
+use crate::{reset::ResetHeaders, retry_after::RetryAfter};
 
 /// Everything one response tells the action; see
 /// [`Action::respond`](crate::Action::respond). Built with
@@ -19,7 +19,7 @@ use crate::{ResetHeaders, RetryAfter};
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::{Action, Answer, Decision, Outcome, Policy, ResetFormat, ResetHeaders, RetryAfter};
+/// use retry_budget::{Action, Answer, Decision, Outcome, Policy, reset::{ResetFormat, ResetHeaders}, retry_after::RetryAfter};
 ///
 /// let s = Duration::from_secs;
 /// let missing = RetryAfter::Missing;
@@ -95,7 +95,7 @@ impl<'a> Answer<'a> {
     /// `grpc-retry-pushback-ms` that is negative or malformed, gRFC A6). If
     /// the status is one the policy retries, the action stops as
     /// [`Outcome::NotRetryable`](crate::Outcome::NotRetryable) (with an
-    /// [`EventKind::RetryForbidden`](crate::EventKind::RetryForbidden) in
+    /// [`EventKind::RetryForbidden`](crate::trail::EventKind::RetryForbidden) in
     /// the trail), right after the status check and before the
     /// attempts-left check.
     #[inline]
@@ -107,7 +107,7 @@ impl<'a> Answer<'a> {
     /// The adapter translated this response from another protocol's signal
     /// (gRPC: `grpc-status: 8` told as `429`); `from` says what the service
     /// actually sent. Recorded in the trail just before the response
-    /// ([`EventKind::Translated`](crate::EventKind::Translated)); changes
+    /// ([`EventKind::Translated`](crate::trail::EventKind::Translated)); changes
     /// no decision.
     #[inline]
     pub fn translated_from(mut self, from: impl Into<String>) -> Self {

@@ -59,7 +59,7 @@ impl Report {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy, RetryAfter};
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter};
     ///
     /// let s = Duration::from_secs;
     /// let mut action = Action::new(Policy::default());
@@ -209,7 +209,7 @@ impl Report {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy, RetryAfter};
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter};
     ///
     /// let secs = Duration::from_secs;
     /// let policy = Policy::builder()
@@ -412,7 +412,7 @@ impl serde::Serialize for Report {
 mod tests {
     use std::time::Duration;
 
-    use crate::{Action, Policy, RetryAfter};
+    use crate::{retry_after::RetryAfter, Action, Policy};
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

@@ -4,12 +4,18 @@
 //! budget applies, the budget that remained then. The trail serializes to JSON
 //! with durations as seconds (`at_s`, `remaining_budget_s`, ...).
 
+pub use crate::trail_store::Trail;
+
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::policy::Secs;
 use crate::retry_after::Asked;
-use crate::{Outcome, ResetFormat, ResetIgnored, RetryAfter};
+use crate::{
+    reset::{ResetFormat, ResetIgnored},
+    retry_after::RetryAfter,
+    Outcome,
+};
 
 /// One step of an action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,7 +187,7 @@ pub enum EventKind {
     },
     /// A `Retry-After` date was accepted although it is not in one of the
     /// forms RFC 9110 requires: one of the documented near-misses (see
-    /// [`HttpDate`](crate::HttpDate)). Just after its
+    /// [`HttpDate`](crate::http_date::HttpDate)). Just after its
     /// [`Response`](EventKind::Response).
     LenientDate {
         /// 1-based attempt number.
@@ -192,7 +198,7 @@ pub enum EventKind {
         tolerated: String,
     },
     /// A rate-limit reset header was read (opt-in; see
-    /// [`ResetHeaders`](crate::ResetHeaders)).
+    /// [`ResetHeaders`](crate::reset::ResetHeaders)).
     ResetHeader {
         /// 1-based attempt number.
         attempt: u32,
@@ -315,7 +321,7 @@ pub enum ResetRead {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::ResetRead;
+/// use retry_budget::trail::ResetRead;
 ///
 /// let read = ResetRead::Wait { wait: Duration::from_millis(2500), used: true };
 /// assert_eq!(read.to_string(), "asks 2.5 s, used");
@@ -409,7 +415,7 @@ impl RetryAfterSeen {
 /// are shown as received (a header value holds no control character).
 ///
 /// ```
-/// use retry_budget::{RetryAfter, RetryAfterSeen};
+/// use retry_budget::{retry_after::RetryAfter, trail::RetryAfterSeen};
 ///
 /// assert_eq!(RetryAfter::parse("3").to_string(), "3 s (valid)");
 /// assert_eq!(RetryAfter::parse("1.5").to_string(), "1.5 (invalid)");

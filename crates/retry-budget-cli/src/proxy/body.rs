@@ -157,12 +157,12 @@ impl Body for RelayBody {
                 // not the upstream's.
                 if !*this.armed {
                     *this.armed = true;
-                    // Through the layer's saturating mapping: a bound past
+                    // Through the saturating mapping: a bound past
                     // tokio's clock (a huge `--body-idle-timeout`) is never
                     // reached, and arms no timer.
                     match (
                         this.timer.as_mut(),
-                        tower_retry_budget::clock::instant_at(Instant::now(), *this.idle),
+                        crate::clock::instant_at(Instant::now(), *this.idle),
                     ) {
                         (Some(timer), Some(deadline)) => timer.as_mut().reset(deadline),
                         (None, Some(deadline)) => {

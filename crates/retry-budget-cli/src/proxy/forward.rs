@@ -33,7 +33,7 @@ use retry_budget::{Outcome, Policy, PolicyError, Report};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tower_retry_budget::{ActionId, Error, ErrorKind, Idempotent, ReportSlot};
+use tower_retry_budget::{observer::ActionId, Error, ErrorKind, Idempotent, ReportSlot};
 use tracing::Instrument;
 
 use super::args::{Config, LogFormat};
