@@ -2,7 +2,7 @@
 //! once against a real loopback server that rate-limits.
 //!
 //! ```text
-//! cargo run -p tower-retry-budget --example lab
+//! cargo run --example lab
 //! ```
 //!
 //! The scene (seed 002): on the exercise page the user clicks "explain" on

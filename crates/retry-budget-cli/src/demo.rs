@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::get::{self, Options, Target};
 use crate::progress::{Console, INDENT};
 
-/// The given schedules (`tests/fixtures/B62-16-schedules.json`).
-const FIXTURE: &str = include_str!("../../../tests/fixtures/B62-16-schedules.json");
+/// The given schedules (`data/B62-16-schedules.json`).
+const FIXTURE: &str = include_str!("../data/B62-16-schedules.json");
 /// The case played without `--case`.
 const DEFAULT_CASE: &str = "schedule_a_delay_seconds";
 /// An attempt that ends closer than this to its cap would race the deadline

@@ -104,7 +104,7 @@
 //! | `hold_off/` | [`HoldOff`](crate::hold_off::HoldOff): a `Retry-After` honoured by the whole client, bounded in time and space |
 //! | `replay/` | [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer): request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`](crate::signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::signal::HttpSignal), [`GrpcSignal`](crate::signal::GrpcSignal)) |
-//! | `grpc_peek/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
+//! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer): a method allow-list |
 //!
@@ -116,9 +116,9 @@
 //! ([`Jitter`] in the policy, seeded with
 //! [`RetryBudgetLayer::jitter_seed`]), a [`ClientBudget`](crate::budget::ClientBudget) (or tower's
 //! `TpsBudget`) with [`RetryBudgetLayer::client_budget`], and a [`HoldOff`](crate::hold_off::HoldOff)
-//! with [`RetryBudgetLayer::hold_off`]. `examples/lab.rs` plays the source
-//! document's scene against a real loopback server:
-//! `cargo run -p tower-retry-budget --example lab`.
+//! with [`RetryBudgetLayer::hold_off`]. The repository's `examples/lab.rs`
+//! plays the source document's scene against a real loopback server
+//! (`cargo run --example lab` in a checkout).
 //!
 //! # gRPC / tonic
 //!

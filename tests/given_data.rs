@@ -4,7 +4,7 @@
 
 use retry_budget::schedule;
 
-const FIXTURE: &str = include_str!("../../../tests/fixtures/B62-16-schedules.json");
+const FIXTURE: &str = include_str!("fixtures/B62-16-schedules.json");
 
 #[test]
 fn every_fixture_case_matches_its_expectation() {
