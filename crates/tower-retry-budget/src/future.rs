@@ -110,9 +110,8 @@ impl Extras {
 
 /// One action's runtime state besides its pinned parts.
 pub(crate) struct Ctx<S, B> {
-    /// The core's state machine (boxed: it is most of an action's size,
-    /// and the future is moved before it is pinned).
-    action: Box<Action>,
+    /// The core's state machine, in place (its trail is on the heap).
+    action: Action,
     clock: Clock,
     /// The clone of the inner service that sends the attempts after the
     /// first (and a first attempt held off).
@@ -146,7 +145,7 @@ impl<S, B> Ctx<S, B> {
         let shared =
             config.budget.is_some() || extras.as_ref().is_some_and(|e| e.hold_off.is_some());
         Self {
-            action: Box::new(config.action()),
+            action: config.action(),
             clock: Clock::unread(),
             service,
             template: None,
@@ -167,7 +166,7 @@ impl<S, B> Ctx<S, B> {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let now = self.clock.now();
-        let action = &mut *self.action;
+        let action = &mut self.action;
         if !self.listening && !self.shared {
             // Nobody hears the trail and nothing is shared: the core alone.
             return input(action, now);

@@ -73,8 +73,9 @@
 //!
 //! A request that is not retryable passes straight through: no copy, no
 //! timer, no report. A retryable one is copied once, as `tower::retry`
-//! copies it (not at all under a policy of one attempt), gets one boxed
-//! [`Action`](retry_budget::Action), and reads the clock once when it
+//! copies it (not at all under a policy of one attempt), keeps an
+//! [`Action`](retry_budget::Action) in its future (its trail in one
+//! allocation), and reads the clock once when it
 //! starts and once per poll that tells the core something. Its per-attempt
 //! timer is created only if the attempt is still pending when first
 //! polled. The report the caller gets by default is most of what remains;
