@@ -83,7 +83,8 @@ use std::time::{Duration, SystemTime};
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 use crate::trail_store::{Events, Trail};
 use crate::{
-    Answer, Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetReading, RetryAfter,
+    Answer, Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetIgnored, ResetReading,
+    RetryAfter, RetryAfterMs,
 };
 
 /// What the caller must do next.
@@ -347,8 +348,9 @@ impl Action {
     /// [spread](crate::PolicyBuilder::spread) is added on top of a server's
     /// delay.
     ///
-    /// Stop reasons, in order: a status not retried, a retry forbidden by
-    /// the server, no attempts left, a request that cannot be sent again, a
+    /// Stop reasons, in order: a status not retried, a quota used up, a
+    /// retry forbidden by the server (or its `x-should-retry: false`), no
+    /// attempts left, a request that cannot be sent again, a
     /// date with no trusted clock, a reservation that does not fit.
     pub fn respond(&mut self, now: Duration, answer: Answer<'_>) -> Decision {
         let Answer {
@@ -359,6 +361,9 @@ impl Action {
             forbidden,
             translated_from,
             replayable,
+            retry_after_ms,
+            should_retry,
+            quota,
         } = answer;
         let now = self.observe(now);
         let Phase::InFlight { started } = self.phase else {
@@ -389,7 +394,14 @@ impl Action {
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
         let asked = if retried || status == 429 {
-            self.server_asked(now, retried, retry_after, reset_headers.as_ref(), calendar)
+            self.server_asked(
+                now,
+                retried,
+                retry_after,
+                retry_after_ms.as_ref(),
+                reset_headers.as_ref(),
+                calendar,
+            )
         } else {
             ServerAsked::Nothing
         };
@@ -404,6 +416,25 @@ impl Action {
 
         if !retried {
             return self.stop(now, Outcome::of_final_status(status));
+        }
+        let attempt = self.attempts_started;
+        if let Some(code) = quota {
+            self.push(now, EventKind::QuotaExhausted { attempt, code });
+            return self.stop(now, Outcome::NotRetryable);
+        }
+        let mut forbidden = forbidden;
+        if let Some(word) = should_retry {
+            let (header, raw, says) = word.into_parts();
+            forbidden |= says == Some(false);
+            self.push(
+                now,
+                EventKind::ShouldRetry {
+                    attempt,
+                    header,
+                    raw,
+                    says,
+                },
+            );
         }
         if forbidden {
             self.push(
@@ -461,15 +492,18 @@ impl Action {
         self.decision()
     }
 
-    /// What the server asked in this response: `Retry-After` (the longest
-    /// valid value) and the reset headers, compared as waits at receipt,
-    /// the longest counting. Records the details in the trail for a
-    /// retried status: a repeated field, lenient dates, every reset value.
+    /// What the server asked in this response: `Retry-After` and
+    /// `retry-after-ms` (the longest valid value of all, as one repeated
+    /// field) and the reset headers, compared as waits at receipt, the
+    /// longest counting. Records the details in the trail for a retried
+    /// status: a repeated field, lenient dates, every `retry-after-ms` and
+    /// reset value.
     fn server_asked(
         &mut self,
         now: Duration,
         record: bool,
         retry_after: &RetryAfter,
+        retry_after_ms: Option<&RetryAfterMs>,
         reset_headers: Option<&ResetHeaders>,
         calendar: Option<SystemTime>,
     ) -> ServerAsked {
@@ -507,6 +541,47 @@ impl Action {
                 from: DelaySource::RetryAfter,
             },
         };
+        if let Some(ms) = retry_after_ms {
+            // Longer than a valid Retry-After (or the only valid delay):
+            // counts. A date no clock can measure stays unmeasurable.
+            let used = ms.longest().filter(|wait| match asked {
+                ServerAsked::Nothing => true,
+                ServerAsked::Wait { requested, .. } => *wait > requested,
+                ServerAsked::Unmeasurable => false,
+            });
+            if let Some(requested) = used {
+                asked = ServerAsked::Wait {
+                    requested,
+                    from: DelaySource::RetryAfter,
+                };
+            }
+            if record {
+                let mut marked = false;
+                for value in ms.values() {
+                    let reading = match value.wait() {
+                        Some(wait) => {
+                            let counted = !marked && used == Some(wait);
+                            marked |= counted;
+                            ResetRead::Wait {
+                                wait,
+                                used: counted,
+                            }
+                        }
+                        None => ResetRead::Ignored {
+                            why: ResetIgnored::Malformed,
+                        },
+                    };
+                    self.push(
+                        now,
+                        EventKind::RetryAfterMs {
+                            attempt,
+                            raw: value.raw().into(),
+                            reading,
+                        },
+                    );
+                }
+            }
+        }
         let Some(headers) = reset_headers else {
             return asked;
         };

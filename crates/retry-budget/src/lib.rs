@@ -26,6 +26,7 @@
 //! | `retry_after.rs` | parsing `Retry-After` |
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
+//! | `server_words.rs` | `retry-after-ms` and `x-should-retry` (OpenAI, Anthropic) |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `answer.rs` | what one response tells the action, in one value |
 //! | `trail.rs` | the events of the trail |
@@ -70,6 +71,7 @@ mod reset;
 mod retry_after;
 #[cfg(feature = "serde")]
 mod secs;
+mod server_words;
 mod status;
 mod trail;
 mod trail_store;
@@ -92,6 +94,7 @@ pub use reset::{ResetFormat, ResetHeaders, ResetIgnored, ResetReading, ResetValu
 pub use retry_after::{
     Asked, InvalidReason, InvalidRetryAfter, Repeated, RetryAfter, MAX_KEPT_RAW,
 };
+pub use server_words::{MsValue, RetryAfterMs, ShouldRetry, RETRY_AFTER_MS, X_SHOULD_RETRY};
 pub use status::StatusSet;
 pub use trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 pub use trail_store::Trail;
