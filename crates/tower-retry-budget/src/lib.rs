@@ -91,6 +91,7 @@
 //! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
 //! | `grpc_peek/` | [`GrpcTrailersLayer`]: a gRPC status in trailers, seen by the retry layer and the report |
+//! | `quota/` | [`QuotaExhausted`], and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`]: a method allow-list |
 //!
@@ -233,6 +234,7 @@ mod idempotent_paths;
 mod layer;
 mod observer;
 mod policy;
+mod quota;
 mod replay;
 mod report_slot;
 mod request;
@@ -259,6 +261,11 @@ pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::{ReportMode, RetryBudgetLayer};
 pub use observer::{ActionId, Observer};
 pub use policy::BudgetPolicy;
+pub use quota::QuotaExhausted;
+#[cfg(feature = "quota")]
+pub use quota::{
+    Quota, QuotaBody, QuotaFuture, QuotaLayer, DEFAULT_QUOTA_MAX_BODY, DEFAULT_QUOTA_READ_TIMEOUT,
+};
 pub use replay::{
     BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayError, DEFAULT_REPLAY_LIMIT,
 };
@@ -266,8 +273,9 @@ pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
 pub use service::RetryBudget;
 pub use signal::{
-    GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS,
-    GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS, RATELIMIT, RATELIMIT_RESET,
+    GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal, ANTHROPIC_RESETS,
+    GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS,
+    OPENAI_RESET_REQUESTS, OPENAI_RESET_TOKENS, RATELIMIT, RATELIMIT_RESET,
 };
 
 pub use retry_budget;
