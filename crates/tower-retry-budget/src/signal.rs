@@ -407,17 +407,7 @@ impl ResetSignal {
     /// assert!(!read.reset_headers().unwrap().is_empty());
     /// ```
     pub fn openai() -> Self {
-        Self::new()
-            .retry_after_ms()
-            .should_retry()
-            .header(
-                HeaderName::from_static(OPENAI_RESET_REQUESTS),
-                ResetFormat::Duration,
-            )
-            .header(
-                HeaderName::from_static(OPENAI_RESET_TOKENS),
-                ResetFormat::Duration,
-            )
+        Self::new().with_openai()
     }
 
     /// What Anthropic's API sends on a `429`, read as its SDKs read it:
@@ -437,10 +427,7 @@ impl ResetSignal {
     /// credit balance with its own status (not `429`), which is not
     /// retried: no body needs reading.
     pub fn anthropic() -> Self {
-        ANTHROPIC_RESETS.iter().fold(
-            Self::new().retry_after_ms().should_retry(),
-            |signal, name| signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339),
-        )
+        Self::new().with_anthropic()
     }
 }
 
@@ -497,6 +484,33 @@ impl<S> ResetSignal<S> {
     pub fn max_interval(mut self, max: Duration) -> Self {
         self.max_interval = Some(max);
         self
+    }
+
+    /// Reads what [`ResetSignal::openai`] reads, on top of `inner` and of
+    /// anything already asked for.
+    #[must_use]
+    pub fn with_openai(self) -> Self {
+        self.retry_after_ms()
+            .should_retry()
+            .header(
+                HeaderName::from_static(OPENAI_RESET_REQUESTS),
+                ResetFormat::Duration,
+            )
+            .header(
+                HeaderName::from_static(OPENAI_RESET_TOKENS),
+                ResetFormat::Duration,
+            )
+    }
+
+    /// Reads what [`ResetSignal::anthropic`] reads, on top of `inner` and
+    /// of anything already asked for.
+    #[must_use]
+    pub fn with_anthropic(self) -> Self {
+        ANTHROPIC_RESETS
+            .iter()
+            .fold(self.retry_after_ms().should_retry(), |signal, name| {
+                signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339)
+            })
     }
 
     /// Whether any header is read besides the inner signal's.

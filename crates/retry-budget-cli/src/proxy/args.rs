@@ -13,11 +13,11 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use retry_budget::{Policy, PolicyError, Ratio};
 use tower_retry_budget::RedisStore;
-use tower_retry_budget::{ClientBudget, ResetSignal};
+use tower_retry_budget::{ClientBudget, IdempotentPathsLayer, QuotaLayer, ResetSignal};
 
 use super::path::{normalize, PathError};
 use crate::duration_arg;
-use crate::signal_args::SignalArgs;
+use crate::signal_args::{Preset, SignalArgs};
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -87,6 +87,12 @@ pub struct Args {
     /// so that retries do not multiply across proxies.
     #[arg(long)]
     retry_retries: bool,
+    /// A write to this path (as sent upstream, e.g. `/v1/embeddings`) is
+    /// safe to repeat: budgeted like a GET (repeatable). Without it, a
+    /// write is sent once unless it has an Idempotency-Key; a preset never
+    /// makes a write retryable.
+    #[arg(long = "idempotent-path", value_name = "PATH", value_parser = parse_idempotent_path)]
+    idempotent_paths: Vec<String>,
     /// On SIGTERM or SIGINT, how long actions in flight may still take
     /// before they are cancelled. Default: the budget.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
@@ -228,6 +234,11 @@ pub struct Config {
     pub trusted_clock: bool,
     /// The reset headers to read besides Retry-After, if any was asked for.
     pub reset: Option<ResetSignal>,
+    /// What reads a retried status's JSON body for a quota used up
+    /// (`--preset openai`; without it, no code: nothing is read).
+    pub quota: QuotaLayer,
+    /// The API preset, if any (`--preset`).
+    pub preset: Option<Preset>,
     /// The gate.
     pub concurrency: Option<NonZeroUsize>,
     /// The client-wide retry budget, if on.
@@ -236,8 +247,10 @@ pub struct Config {
     pub hold_off: bool,
     /// Where the hold-off is shared with other proxies, if anywhere.
     pub hold_off_redis: Option<RedisStore>,
-    /// Whether retries of a proxy below are budgeted too.
+    /// Whether retries of a proxy below (or of an SDK) are budgeted too.
     pub retry_retries: bool,
+    /// The writes declared safe to repeat (`--idempotent-path`).
+    pub idempotent_paths: IdempotentPathsLayer,
     /// How long in-flight actions may take after a shutdown signal.
     pub drain: Duration,
     /// The log line format.
@@ -292,10 +305,9 @@ impl Args {
             })?;
         let policy = self.signals.apply_policy(policy)?;
         let asked = &self.signals;
-        let reset = (asked.ratelimit_fields
-            || !asked.reset_headers.is_empty()
-            || asked.reset_max_interval.is_some())
-        .then(|| asked.signal(tower_retry_budget::HttpSignal));
+        let reset = asked
+            .reads_any()
+            .then(|| asked.signal(tower_retry_budget::HttpSignal));
         let client_budget = if self.no_client_budget {
             None
         } else {
@@ -346,11 +358,14 @@ impl Args {
             policy,
             trusted_clock: !self.untrusted_clock,
             reset,
+            quota: self.signals.quota(),
+            preset: self.signals.preset,
             concurrency: self.concurrency,
             client_budget,
             hold_off: !self.no_hold_off,
             hold_off_redis,
             retry_retries: self.retry_retries,
+            idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
             drain: self.drain.unwrap_or(self.budget),
             log_format: self.log_format,
             upstream_http2: self.upstream_http2,
@@ -365,6 +380,16 @@ impl Args {
             body_idle_timeout: self.body_idle_timeout,
         })
     }
+}
+
+/// An `--idempotent-path`: an absolute path, no query.
+fn parse_idempotent_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') || text.contains(['?', '#']) || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "expected an absolute path such as /v1/embeddings (no query), not {text:?}"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn parse_upstream(text: &str) -> Result<Upstream, String> {

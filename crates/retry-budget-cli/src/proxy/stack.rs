@@ -6,6 +6,8 @@
 //!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
 //!                         the client-wide budget, hold-off and observer
 //!                         shared by all)
+//!   → QuotaLayer         (--preset openai: a 429's JSON body read for
+//!                         insufficient_quota; otherwise untouched)
 //!   → ConcurrencyLimit   (--concurrency: inside the retry layer, so an
 //!                         action waiting between attempts holds no slot)
 //!   → AttemptLayer       (retry-budget-attempt, deadline header, attempt span)
@@ -33,8 +35,8 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
 use tower_retry_budget::{
-    ClientBudget, HoldOff, Idempotent, ReplayBody, ReplayBodyLayer, ResetSignal, RetryBudget,
-    RetryBudgetLayer, UntrustedCalendar,
+    ClientBudget, HoldOff, Idempotent, Quota, QuotaLayer, ReplayBody, ReplayBodyLayer, ResetSignal,
+    RetryBudget, RetryBudgetLayer, UntrustedCalendar,
 };
 
 use super::args::Config;
@@ -54,7 +56,10 @@ pub type Below =
 
 /// The service one request is sent through.
 pub type PerRequest = tower_retry_budget::ReplayBodyService<
-    tower::util::MapRequest<RetryBudget<Below>, fn(Request<UpstreamBody>) -> Request<UpstreamBody>>,
+    tower::util::MapRequest<
+        RetryBudget<Quota<Below>>,
+        fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
+    >,
 >;
 
 /// The shared parts of the stack; see the [module docs](self).
@@ -64,6 +69,8 @@ pub struct Stack {
     /// `--untrusted-clock`: no calendar time for Retry-After dates.
     untrusted_clock: bool,
     reset: Option<ResetSignal>,
+    /// Reads a 429's JSON body for a quota used up (no codes: untouched).
+    quota: QuotaLayer,
     client_budget: Option<ClientBudget>,
     hold_off: Option<HoldOff>,
     metrics: Metrics,
@@ -125,6 +132,7 @@ impl Stack {
             below,
             untrusted_clock: !config.trusted_clock,
             reset: config.reset.clone(),
+            quota: config.quota.clone(),
             client_budget: config.client_budget.clone(),
             hold_off,
             metrics,
@@ -149,10 +157,8 @@ impl Stack {
             layer = layer.hold_off(map.clone());
         }
         let mark: fn(Request<UpstreamBody>) -> Request<UpstreamBody> = budget_it;
-        ReplayBodyLayer::new().layer(tower::util::MapRequest::new(
-            layer.layer(self.below.clone()),
-            mark,
-        ))
+        let below = self.quota.layer(self.below.clone());
+        ReplayBodyLayer::new().layer(tower::util::MapRequest::new(layer.layer(below), mark))
     }
 }
 
