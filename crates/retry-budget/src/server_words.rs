@@ -156,7 +156,7 @@ pub struct ShouldRetry {
 impl ShouldRetry {
     /// One field line of `header`.
     pub fn parse(header: impl Into<Box<str>>, raw: &[u8]) -> Self {
-        Self::from_values(header, [raw]).unwrap_or_else(|| unreachable!("one line given"))
+        Self::read(header.into(), &[raw])
     }
 
     /// Every field line of `header`; `None` if there is none.
@@ -165,9 +165,10 @@ impl ShouldRetry {
         I: IntoIterator<Item = &'a [u8]>,
     {
         let lines: Vec<&[u8]> = lines.into_iter().collect();
-        if lines.is_empty() {
-            return None;
-        }
+        (!lines.is_empty()).then(|| Self::read(header.into(), &lines))
+    }
+
+    fn read(header: Box<str>, lines: &[&[u8]]) -> Self {
         let mut says = None;
         let mut all_true = true;
         for value in lines.iter().flat_map(|l| l.split(|b| *b == b',')) {
@@ -180,11 +181,11 @@ impl ShouldRetry {
         if says.is_none() && all_true {
             says = Some(true);
         }
-        Some(Self {
-            header: header.into(),
+        Self {
+            header,
             raw: keep(&lines.join(&b", "[..])).into_boxed_str(),
             says,
-        })
+        }
     }
 
     /// The header's name.

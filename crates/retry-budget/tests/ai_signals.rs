@@ -4,6 +4,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use proptest::prelude::*;
+
 use retry_budget::{
     Action, Answer, Category, Decision, EventKind, Outcome, Policy, ResetFormat, ResetHeaders,
     ResetIgnored, ResetRead, RetryAfter, RetryAfterMs, ShouldRetry, WaitBasis,
@@ -337,4 +339,36 @@ fn openai_and_anthropic_reset_headers() {
             ..
         }
     )));
+}
+
+proptest! {
+    /// No header value can panic a parser or the core: arbitrary bytes as
+    /// `retry-after-ms`, `x-should-retry` and reset headers in the new
+    /// formats, with or without a calendar reading.
+    #[test]
+    fn no_value_panics(
+        raw in proptest::collection::vec(any::<u8>(), 0..48),
+        text in "[0-9.:TZtz+\\-µμnsuhm ]{0,32}",
+        calendar in proptest::option::of(0u64..=u64::MAX / 4),
+    ) {
+        let calendar = calendar
+            .map(|secs| SystemTime::UNIX_EPOCH.checked_add(s(secs)).unwrap_or(SystemTime::UNIX_EPOCH));
+        for value in [&raw[..], text.as_bytes()] {
+            let mut resets = ResetHeaders::new(Some(s(3600)));
+            resets.push("d", ResetFormat::Duration, value);
+            resets.push("r", ResetFormat::Rfc3339, value);
+            let _ = resets.read(calendar).count();
+            let mut action = started();
+            let missing = RetryAfter::Missing;
+            let next = action.respond(
+                s(1),
+                Answer::new(429, &missing)
+                    .calendar(calendar)
+                    .retry_after_ms(RetryAfterMs::from_values([value]))
+                    .should_retry(ShouldRetry::parse("x-should-retry", value))
+                    .resets(resets),
+            );
+            prop_assert!(matches!(next, Decision::WaitUntil(_) | Decision::Stop(_)));
+        }
+    }
 }

@@ -393,7 +393,7 @@ impl ResetSignal {
     /// A reset header counts when no valid delay is given, or when it asks
     /// longer (the rule of [`ResetHeaders`]). OpenAI's other signal, a
     /// `429` whose JSON body says `insufficient_quota`, is in the body:
-    /// [`QuotaLayer::openai`](crate::QuotaLayer::openai) reads it.
+    /// `QuotaLayer::openai` (feature `quota`) reads it.
     ///
     /// ```
     /// use http::{HeaderMap, StatusCode};
