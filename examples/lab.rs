@@ -2,7 +2,7 @@
 //! once against a real loopback server that rate-limits.
 //!
 //! ```text
-//! cargo run -p tower-retry-budget --example lab
+//! cargo run --example lab
 //! ```
 //!
 //! The scene (seed 002): on the exercise page the user clicks "explain" on
@@ -40,7 +40,10 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use retry_budget::{EventKind, Jitter, Policy, Report, RetryAfterSeen, WaitBasis};
+use retry_budget::{
+    trail::{EventKind, RetryAfterSeen, WaitBasis},
+    Jitter, Policy, Report,
+};
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

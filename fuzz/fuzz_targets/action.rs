@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use retry_budget::{Action, Answer, Decision, EventKind, Outcome, Policy, RetryAfter};
+use retry_budget::{Action, Answer, Decision, Outcome, Policy, trail::EventKind, retry_after::RetryAfter};
 
 #[derive(Debug, Arbitrary)]
 enum Input {

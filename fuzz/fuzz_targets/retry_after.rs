@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use retry_budget::{RetryAfter, MAX_KEPT_RAW};
+use retry_budget::retry_after::{RetryAfter, MAX_KEPT_RAW};
 
 fuzz_target!(|data: &[u8]| {
     let parsed = RetryAfter::parse_bytes(data);

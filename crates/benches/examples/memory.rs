@@ -149,8 +149,8 @@ fn print_sizes() {
         ("retry_budget::Action", size_of::<retry_budget::Action>()),
         ("retry_budget::Policy", size_of::<Policy>()),
         (
-            "retry_budget::Event (one trail entry)",
-            size_of::<retry_budget::Event>(),
+            "retry_budget::trail::Event (one trail entry)",
+            size_of::<retry_budget::trail::Event>(),
         ),
         ("retry_budget::Report", size_of::<retry_budget::Report>()),
     ] {

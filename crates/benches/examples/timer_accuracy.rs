@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{EventKind, Policy, Report};
+use retry_budget::{trail::EventKind, Policy, Report};
 use tower::{service_fn, ServiceExt};
 use tower_retry_budget::RetryBudget;
 

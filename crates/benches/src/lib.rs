@@ -21,7 +21,7 @@ use std::time::Duration;
 use http::{Method, Request, Response};
 use std::sync::Arc;
 
-use retry_budget::{Action, Decision, Policy, Report, RetryAfter};
+use retry_budget::{retry_after::RetryAfter, Action, Decision, Policy, Report};
 use tower::retry::Retry;
 use tower::timeout::Timeout;
 use tower::util::ServiceFn;
@@ -269,13 +269,13 @@ where
         .layer(service_fn(inner))
 }
 
-/// A no-op [`Observer`](tower_retry_budget::Observer): what the CLI and
+/// A no-op [`Observer`](tower_retry_budget::observer::Observer): what the CLI and
 /// the proxy set (theirs feed metrics), at its smallest.
 #[derive(Debug, Clone, Copy)]
 pub struct NoopObserver;
 
-impl tower_retry_budget::Observer for NoopObserver {
-    fn on_event(&self, _: tower_retry_budget::ActionId, _: &retry_budget::Event) {}
+impl tower_retry_budget::observer::Observer for NoopObserver {
+    fn on_event(&self, _: tower_retry_budget::observer::ActionId, _: &retry_budget::trail::Event) {}
 }
 
 /// `RetryBudget` with the default policy and a [`NoopObserver`] over
@@ -428,7 +428,7 @@ pub const RATIOS: [Ratio; 15] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retry_budget::{EventKind, Report};
+    use retry_budget::{trail::EventKind, Report};
 
     fn report_of(response: &Response<()>) -> Report {
         response

@@ -7,7 +7,7 @@
 //! budget, as the core's report answers it
 //! ([`retry_budget::Report::body_deadline`]), and mapped to the tokio clock
 //! once by the layer's own saturating mapping
-//! ([`tower_retry_budget::clock::instant_at`]: beyond the clock's range is
+//! ([`crate::clock::instant_at`]: beyond the clock's range is
 //! "never").
 //!
 //! The copy itself is tokio's [`tokio::io::copy`] from the body (as a
@@ -177,7 +177,7 @@ where
         Some(Err(_elapsed)) => (BodyEnd::TimedOut, None),
         Some(Ok(Ok(_))) => (BodyEnd::Complete, None),
         Some(Ok(Err(e))) => match e.get_ref().and_then(|e| e.downcast_ref::<ReadError>()) {
-            Some(read) => (BodyEnd::Truncated, Some(crate::get::chain(read))),
+            Some(read) => (BodyEnd::Truncated, Some(crate::shared::chain(read))),
             None => (BodyEnd::WriteFailed, Some(e.to_string())),
         },
     };
@@ -209,9 +209,9 @@ mod tests {
     use std::task::{Context, Poll};
     use std::time::Duration;
 
+    use crate::clock::instant_at;
     use http_body::Frame;
     use http_body_util::Full;
-    use tower_retry_budget::clock::instant_at;
 
     use super::*;
 

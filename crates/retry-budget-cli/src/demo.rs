@@ -21,7 +21,7 @@ use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use retry_budget::replay::{self, Case};
+use retry_budget::schedule::{self, Case};
 use retry_budget::Secs;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -29,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::get::{self, Options, Target};
 use crate::progress::{Console, INDENT};
 
-/// The given schedules (`tests/fixtures/B62-16-schedules.json`).
-const FIXTURE: &str = include_str!("../../../tests/fixtures/B62-16-schedules.json");
+/// The given schedules (`data/B62-16-schedules.json`).
+const FIXTURE: &str = include_str!("../data/B62-16-schedules.json");
 /// The case played without `--case`.
 const DEFAULT_CASE: &str = "schedule_a_delay_seconds";
 /// An attempt that ends closer than this to its cap would race the deadline
@@ -53,7 +53,7 @@ pub struct Args {
 
 /// Runs the command and returns the process's exit status.
 pub fn run(args: &Args) -> ExitCode {
-    let cases = match replay::parse(FIXTURE) {
+    let cases = match schedule::parse(FIXTURE) {
         Ok(fixture) => fixture.cases,
         Err(e) => {
             eprintln!("retry-budget: the built-in fixture is not valid: {e}");
@@ -66,19 +66,19 @@ pub fn run(args: &Args) -> ExitCode {
     }
     let id = args.case.as_deref().unwrap_or(DEFAULT_CASE);
     let Some(mut case) = cases.into_iter().find(|c| c.id == id) else {
-        return get::usage_error(&format!(
+        return crate::shared::usage_error(&format!(
             "no case {id:?} in the fixture (see: retry-budget demo --list)"
         ));
     };
     if let Some(reason) = unplayable(&case) {
-        return get::usage_error(&format!(
+        return crate::shared::usage_error(&format!(
             "case {} cannot be played over a real connection: {reason}",
             case.id
         ));
     }
     // The server plays the attempts; the expectation stays out of reach.
     case.expect = None;
-    let runtime = match get::runtime() {
+    let runtime = match crate::shared::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("retry-budget: cannot start the async runtime: {e}");
@@ -158,7 +158,7 @@ fn list(cases: &[Case]) -> String {
     let w = width(&played);
     for case in &played {
         // How long it takes, as the arithmetic model says.
-        let time = replay::run_case(case)
+        let time = schedule::run_case(case)
             .result
             .map_or_else(|_| "-".to_owned(), |r| Secs(r.elapsed).to_string());
         let default = if case.id == DEFAULT_CASE {
@@ -345,7 +345,7 @@ fn plain(status: u16, retry_after: Option<&str>, body: &str) -> Response<Full<By
 
 /// For a `Retry-After` that is an HTTP-date: its signed offset from the
 /// case's calendar epoch, in whole seconds.
-fn date_offset(case: &Case, attempt: &replay::ScriptedAttempt) -> Option<i64> {
+fn date_offset(case: &Case, attempt: &schedule::ScriptedAttempt) -> Option<i64> {
     let date = httpdate::parse_http_date(attempt.retry_after.as_deref()?).ok()?;
     let offset = match date.duration_since(case.calendar_epoch) {
         Ok(after) => i64::try_from(after.as_secs()).ok()?,
@@ -378,7 +378,7 @@ mod tests {
     use super::*;
 
     fn cases() -> Vec<Case> {
-        replay::parse(FIXTURE).unwrap().cases
+        schedule::parse(FIXTURE).unwrap().cases
     }
 
     fn case(id: &str) -> Case {

@@ -30,13 +30,11 @@
 //! usage error with nothing sent, 18/23/28 for the body, 129/130/143 for
 //! SIGHUP/SIGINT/SIGTERM).
 
-use std::error::Error as StdError;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::AUTHORIZATION;
@@ -45,24 +43,27 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use retry_budget::{Outcome, Policy, PolicyError, Report};
+use retry_budget::{Outcome, Policy, Report};
 use tokio::io::AsyncWrite;
 use tokio_util::sync::CancellationToken;
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    classify, clock, Error, ErrorKind, Idempotent, QuotaLayer, RetryBudgetLayer, UntrustedCalendar,
+    calendar::UntrustedCalendar, classify, quota::QuotaLayer, Error, ErrorKind, Idempotent,
+    RetryBudgetLayer,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::body::{self, BodyRead};
+use crate::budget_args::BudgetArgs;
 use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
 use crate::progress::{Console, Progress, ProgressLayer, INDENT};
+use crate::shared::{chain, runtime, usage_error};
 use crate::signal_args::SignalArgs;
-use crate::{duration_arg, redact, url};
+use crate::{redact, url};
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -85,26 +86,6 @@ pub struct Args {
     /// always are.
     #[arg(long, value_name = "NAME")]
     sensitive: Vec<String>,
-    /// The total budget of the action, counted from the first attempt's start.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "20s", value_parser = duration_arg::parse)]
-    budget: Duration,
-    /// The maximum number of attempts, the first included.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    max_attempts: u32,
-    /// The per-attempt cap: reserved in full before every attempt, and the
-    /// attempt's deadline.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "4s", value_parser = duration_arg::parse)]
-    attempt_timeout: Duration,
-    /// The shortest wait applied to a valid Retry-After.
-    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1s", value_parser = duration_arg::parse)]
-    min_wait: Duration,
-    /// Trust only the CA certificates in this PEM file for https:// (instead
-    /// of the platform's roots), e.g. a private CA.
-    #[arg(long, value_name = "FILE")]
-    cacert: Option<std::path::PathBuf>,
-    /// Trust no calendar clock: a Retry-After date stops with clock_untrusted.
-    #[arg(long)]
-    untrusted_clock: bool,
     /// Print the report as one JSON object on stdout (instead of the body).
     #[arg(long)]
     json: bool,
@@ -116,7 +97,7 @@ pub struct Args {
     #[arg(short, long)]
     verbose: bool,
     #[command(flatten)]
-    signals: SignalArgs,
+    budget: BudgetArgs,
 }
 
 /// What to send.
@@ -150,7 +131,7 @@ pub struct Options {
 /// Runs the command and returns the process's exit status.
 pub fn run(args: Args) -> ExitCode {
     let checked = target(&args).and_then(|target| {
-        let policy = policy(&args).and_then(|p| args.signals.apply_policy(p))?;
+        let policy = args.budget.policy()?;
         Ok((target, policy))
     });
     let (target, policy) = match checked {
@@ -159,10 +140,10 @@ pub fn run(args: Args) -> ExitCode {
     };
     let options = Options {
         policy,
-        trusted_clock: !args.untrusted_clock,
+        trusted_clock: !args.budget.untrusted_clock,
         json: args.json,
         verbose: args.verbose,
-        signals: args.signals,
+        signals: args.budget.signals,
     };
     let runtime = match runtime() {
         Ok(runtime) => runtime,
@@ -186,13 +167,6 @@ pub fn run(args: Args) -> ExitCode {
     status
 }
 
-/// Prints a usage error (one line, control characters escaped) and
-/// returns exit status 2.
-pub fn usage_error(message: &str) -> ExitCode {
-    eprintln!("retry-budget: {}", redact::escape(message));
-    Exit::Usage.into()
-}
-
 /// What the flags ask to send; the error never contains a secret.
 fn target(args: &Args) -> Result<Target, String> {
     let sensitive = Sensitive::with(args.sensitive.iter().map(String::as_str))?;
@@ -206,36 +180,8 @@ fn target(args: &Args) -> Result<Target, String> {
         method: args.method.clone(),
         uri,
         headers,
-        cacert: args.cacert.clone(),
+        cacert: args.budget.cacert.clone(),
     })
-}
-
-/// The tokio runtime of a command.
-pub fn runtime() -> io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
-
-/// The policy of the flags; the error names the flag.
-fn policy(args: &Args) -> Result<Policy, String> {
-    Policy::builder()
-        .total_budget(args.budget)
-        .max_attempts(args.max_attempts)
-        .attempt_cap(args.attempt_timeout)
-        .min_wait(args.min_wait)
-        .build()
-        .map_err(|e| {
-            let flag = match e {
-                PolicyError::ZeroBudget => "--budget",
-                PolicyError::ZeroAttempts | PolicyError::TooManyAttempts { .. } => "--max-attempts",
-                PolicyError::ZeroAttemptCap | PolicyError::CapExceedsBudget { .. } => {
-                    "--attempt-timeout"
-                }
-                _ => "the budget flags",
-            };
-            format!("{flag}: {e}")
-        })
 }
 
 /// Sends `target` under `options`, shows every step on `console`, prints the
@@ -372,7 +318,7 @@ pub async fn fetch_to(
                     let by = report
                         .as_ref()
                         .map_or(policy.total_budget(), Report::body_deadline);
-                    let deadline = clock::instant_at(origin, by);
+                    let deadline = crate::clock::instant_at(origin, by);
                     body::copy(response.into_body(), out, deadline, &cancel).await
                 }
                 None => BodyRead::not_read(),
@@ -507,21 +453,6 @@ fn print_stdout(bytes: &[u8]) -> io::Result<()> {
     stdout.write_all(bytes).and_then(|()| stdout.flush())
 }
 
-/// An error and its sources, on one line.
-pub fn chain(error: &(dyn StdError + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let next = e.to_string();
-        if !text.ends_with(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = e.source();
-    }
-    text
-}
-
 /// The JSON line when the layer gave no report at all: the outcome is the
 /// error's own ([`Error::outcome`]), `null` when there was no error.
 fn no_report_json(outcome: Option<Outcome>) -> serde_json::Value {
@@ -561,9 +492,9 @@ mod tests {
     #[test]
     fn defaults_are_the_policy_defaults() {
         let args = args(&["http://127.0.0.1:1/"]).unwrap();
-        assert_eq!(policy(&args), Ok(Policy::default()));
+        assert_eq!(args.budget.policy(), Ok(Policy::default()));
         assert_eq!(args.method, Method::GET);
-        assert!(!args.json && !args.untrusted_clock);
+        assert!(!args.json && !args.budget.untrusted_clock);
     }
 
     #[test]
@@ -588,11 +519,11 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        let policy = policy(&args).unwrap();
-        assert_eq!(policy.total_budget(), Duration::from_secs(90));
+        let policy = args.budget.policy().unwrap();
+        assert_eq!(policy.total_budget(), std::time::Duration::from_secs(90));
         assert_eq!(policy.max_attempts(), 5);
-        assert_eq!(policy.attempt_cap(), Duration::from_millis(500));
-        assert_eq!(policy.min_wait(), Duration::from_secs(2));
+        assert_eq!(policy.attempt_cap(), std::time::Duration::from_millis(500));
+        assert_eq!(policy.min_wait(), std::time::Duration::from_secs(2));
         assert_eq!(args.method, Method::POST);
         let target = target(&args).unwrap();
         assert_eq!(target.headers.len(), 2);
@@ -605,8 +536,6 @@ mod tests {
 
     #[test]
     fn bad_values() {
-        assert!(duration_arg::parse("20x").is_err());
-        assert!(duration_arg::parse("-1s").is_err());
         let bad = |list: &[&str]| target(&args(list).unwrap()).unwrap_err();
         assert!(bad(&["not a url"]).starts_with("not a URL"));
         assert!(bad(&["http://h:99999/"]).contains("1 to 65535"));
@@ -616,12 +545,20 @@ mod tests {
         assert!(bad(&["http://h/", "--sensitive", "a b"]).starts_with("--sensitive"));
         let many = args(&["http://a/", "--max-attempts", "101"]).unwrap();
         assert_eq!(
-            policy(&many).unwrap_err(),
+            many.budget.policy().unwrap_err(),
             "--max-attempts: max attempts must be at most 100 (got 101)"
         );
         let zero = args(&["http://a/", "--max-attempts", "0"]).unwrap();
-        assert!(policy(&zero).unwrap_err().starts_with("--max-attempts: "));
+        assert!(zero
+            .budget
+            .policy()
+            .unwrap_err()
+            .starts_with("--max-attempts: "));
         let big = args(&["http://a/", "--budget", "1s"]).unwrap();
-        assert!(policy(&big).unwrap_err().starts_with("--attempt-timeout: "));
+        assert!(big
+            .budget
+            .policy()
+            .unwrap_err()
+            .starts_with("--attempt-timeout: "));
     }
 }

@@ -14,6 +14,8 @@ use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
 mod body;
+mod budget_args;
+mod clock;
 mod demo;
 mod duration_arg;
 mod exit;
@@ -24,6 +26,7 @@ mod progress;
 mod proxy;
 mod redact;
 mod replay;
+mod shared;
 mod signal_args;
 mod table;
 mod tls;
@@ -65,7 +68,7 @@ fn main() -> ExitCode {
                 let args: Vec<String> = std::env::args_os()
                     .map(|arg| arg.to_string_lossy().into_owned())
                     .collect();
-                return get::usage_error(&redact::scrub(&one_line(&err), &args));
+                return crate::shared::usage_error(&redact::scrub(&one_line(&err), &args));
             }
         },
     };

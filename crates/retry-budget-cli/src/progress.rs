@@ -24,8 +24,11 @@ use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use retry_budget::{Event, EventKind, Policy, RetryAfterSeen, Secs, StatusSet, WaitBasis};
-use tower_retry_budget::{ActionId, Observer};
+use retry_budget::{
+    trail::{Event, EventKind, RetryAfterSeen, WaitBasis},
+    Policy, Secs, StatusSet,
+};
+use tower_retry_budget::observer::{ActionId, Observer};
 use tracing::field::{Field, Visit};
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
@@ -504,7 +507,7 @@ impl Visit for Generic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retry_budget::{Outcome, RetryAfter};
+    use retry_budget::{retry_after::RetryAfter, Outcome};
     use tracing_subscriber::layer::SubscriberExt;
 
     /// A writer whose bytes the test can read back.

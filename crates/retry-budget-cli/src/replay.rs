@@ -1,5 +1,5 @@
 //! `retry-budget replay FILE`: the given schedules, replayed through the
-//! core's arithmetic model ([`retry_budget::replay`]).
+//! core's arithmetic model ([`retry_budget::schedule`]).
 //!
 //! Output is JSON Lines (one [`CaseResult::to_json`] object per case) or, with
 //! `--format table`, one readable table per case. `--check` compares each
@@ -14,7 +14,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use retry_budget::replay::{self, CaseResult, Fixture};
+use retry_budget::schedule::{self, CaseResult, Fixture};
 use serde_json::Value;
 
 use crate::table;
@@ -57,7 +57,7 @@ pub fn run(args: &Args) -> ExitCode {
     for mut case in fixture.cases {
         // The replay never sees the expectation; only the check below does.
         let expect = case.expect.take();
-        let result = replay::run_case(&case);
+        let result = schedule::run_case(&case);
         if args.check {
             tally.check(&result, expect.as_ref(), &mut out);
             continue;
@@ -108,7 +108,7 @@ pub const MAX_INPUT: u64 = 64 * 1024 * 1024;
 fn load(path: &Path) -> Result<Fixture, String> {
     let shown = path.display();
     let text = read_bounded(path, MAX_INPUT)?;
-    replay::parse(&text).map_err(|e| {
+    schedule::parse(&text).map_err(|e| {
         let detail = e.to_string();
         let detail: Vec<&str> = detail.lines().map(str::trim).collect();
         format!("{shown} is not a valid fixture: {}", detail.join(" "))
@@ -165,7 +165,7 @@ impl Tally {
             ));
             return;
         };
-        let found = replay::mismatches(&result.to_json(), expect);
+        let found = schedule::mismatches(&result.to_json(), expect);
         for mismatch in &found {
             out.push_str(&format!("{}: {mismatch}\n", result.id));
         }

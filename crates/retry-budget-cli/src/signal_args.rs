@@ -12,20 +12,23 @@
 use std::time::Duration;
 
 use http::HeaderName;
-use retry_budget::{Policy, ResetFormat};
-use tower_retry_budget::{HttpSignal, QuotaLayer, ResetSignal, RetryBudgetLayer};
+use retry_budget::{reset::ResetFormat, Policy};
+use tower_retry_budget::{
+    quota::QuotaLayer,
+    signal::{HttpSignal, ResetSignal},
+    RetryBudgetLayer,
+};
 
 use crate::duration_arg;
 
-/// An API whose signals a preset reads.
+/// An API whose signals a preset reads (what each reads is in the
+/// `--preset` help; the variants carry no doc comment so that clap lists
+/// them as `[possible values: openai, anthropic]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
-    /// OpenAI: `retry-after-ms`, `x-should-retry`,
-    /// `x-ratelimit-reset-requests` and `x-ratelimit-reset-tokens` (Go
-    /// durations), and a 429 whose JSON body says `insufficient_quota`.
+    // `ResetSignal::openai`, `QuotaLayer::openai`.
     Openai,
-    /// Anthropic: `retry-after-ms`, `x-should-retry`, and the
-    /// `anthropic-ratelimit-*-reset` headers (RFC 3339 times).
+    // `ResetSignal::anthropic`.
     Anthropic,
 }
 
@@ -169,7 +172,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use http::{HeaderMap, StatusCode};
-    use tower_retry_budget::RetrySignal;
+    use tower_retry_budget::signal::RetrySignal;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -223,9 +226,11 @@ mod tests {
         // The signal reads the named header on a 429.
         let mut headers = HeaderMap::new();
         headers.insert("x-ratelimit-reset", "1700000003".parse().unwrap());
-        let read = args
-            .signal(HttpSignal)
-            .read(StatusCode::TOO_MANY_REQUESTS, &headers);
+        let read = args.signal(HttpSignal).read(
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers,
+            &http::Extensions::new(),
+        );
         let found = read.reset_headers().expect("read");
         assert_eq!(found.max_interval(), Some(Duration::from_secs(300)));
         assert!(!found.is_empty());

@@ -14,8 +14,11 @@
 
 use std::time::Duration;
 
-use retry_budget::replay::CaseResult;
-use retry_budget::{Event, EventKind, RetryAfterSeen, Secs, WaitBasis};
+use retry_budget::schedule::CaseResult;
+use retry_budget::{
+    trail::{Event, EventKind, RetryAfterSeen, WaitBasis},
+    Secs,
+};
 
 const HEADER: [&str; 4] = ["step", "elapsed", "observation", "decision"];
 

@@ -21,7 +21,7 @@ const KEYS: [&str; 11] = [
 ];
 
 fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/B62-16-schedules.json")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data/B62-16-schedules.json")
 }
 
 fn replay(args: &[&str]) -> Output {

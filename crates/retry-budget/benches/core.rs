@@ -5,7 +5,7 @@ use std::hint::black_box;
 use std::time::{Duration, SystemTime};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use retry_budget::{Action, Policy, RetryAfter};
+use retry_budget::{retry_after::RetryAfter, Action, Policy};
 
 fn parse(c: &mut Criterion) {
     let mut group = c.benchmark_group("retry_after");

@@ -45,7 +45,7 @@
 //!   opt-in [spread](crate::PolicyBuilder::spread) only lengthens it);
 //! * [`Action::retry_refused`]: a retry that fits this action's budget was
 //!   refused by a budget shared by all actions of the client (see
-//!   [`RatioBudget`](crate::RatioBudget)): stop as `retry_throttled`;
+//!   [`RatioBudget`](crate::ratio::RatioBudget)): stop as `retry_throttled`;
 //! * [`Action::hold_off`]: before the first attempt, the service has asked
 //!   the client as a whole to wait (another action's 429 with a
 //!   `Retry-After`, see [`Action::server_asked_until`]): wait if the first
@@ -56,7 +56,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+//! use retry_budget::{Action, Decision, Outcome, Policy, retry_after::RetryAfter};
 //!
 //! let s = Duration::from_secs;
 //! let mut action = Action::new(Policy::default());
@@ -83,8 +83,10 @@ use std::time::{Duration, SystemTime};
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 use crate::trail_store::{Events, Trail};
 use crate::{
-    Answer, Asked, Jitter, Outcome, Policy, Report, ResetHeaders, ResetIgnored, ResetReading,
-    RetryAfter, RetryAfterMs,
+    api_signals::RetryAfterMs,
+    reset::{ResetHeaders, ResetIgnored, ResetReading},
+    retry_after::{Asked, RetryAfter},
+    Answer, Jitter, Outcome, Policy, Report,
 };
 
 /// What the caller must do next.
@@ -167,7 +169,7 @@ impl Action {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Jitter, Policy, RetryAfter};
+    /// use retry_budget::{Action, Decision, Jitter, Policy, retry_after::RetryAfter};
     ///
     /// let policy = Policy::builder().jitter(Jitter::Full).build()?;
     /// let wait = |seed| {
@@ -266,7 +268,7 @@ impl Action {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+    /// use retry_budget::{Action, Decision, Outcome, Policy, retry_after::RetryAfter};
     ///
     /// let s = Duration::from_secs;
     /// let mut action = Action::new(Policy::default());
@@ -670,7 +672,7 @@ impl Action {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, EventKind, Policy};
+    /// use retry_budget::{Action, Decision, Policy, trail::EventKind};
     ///
     /// let mut action = Action::new(Policy::default());
     /// assert_eq!(action.shared_store_unavailable(Duration::ZERO), Decision::StartNow);
@@ -1054,7 +1056,7 @@ impl Action {
     /// assert!(action.retry_may_follow()); // the first of two
     /// action.attempt_started(Duration::ZERO);
     /// assert!(action.retry_may_follow());
-    /// # use retry_budget::RetryAfter;
+    /// # use retry_budget::retry_after::RetryAfter;
     /// action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
     /// action.timer_woke(Duration::from_secs(2));
     /// assert!(!action.retry_may_follow()); // the next one is the last
@@ -1078,7 +1080,7 @@ impl Action {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy, RetryAfter};
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter};
     ///
     /// let s = Duration::from_secs;
     /// let mut action = Action::new(Policy::default());

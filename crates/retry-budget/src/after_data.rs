@@ -41,7 +41,7 @@ impl Report {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, EventKind, Outcome, Policy, RetryAfter};
+    /// use retry_budget::{Action, Outcome, Policy, trail::EventKind, retry_after::RetryAfter};
     ///
     /// let mut action = Action::new(Policy::default());
     /// action.attempt_started(Duration::ZERO);
@@ -103,7 +103,7 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Action, Policy, RetryAfter};
+    use crate::{retry_after::RetryAfter, Action, Policy};
 
     fn ended(status: u16) -> Report {
         let mut action = Action::new(Policy::default());

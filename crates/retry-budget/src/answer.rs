@@ -10,7 +10,8 @@
 
 use std::time::SystemTime;
 
-use crate::{ResetHeaders, RetryAfter, RetryAfterMs, ShouldRetry};
+use crate::api_signals::{RetryAfterMs, ShouldRetry};
+use crate::{reset::ResetHeaders, retry_after::RetryAfter};
 
 /// Everything one response tells the action; see
 /// [`Action::respond`](crate::Action::respond). Built with
@@ -19,7 +20,7 @@ use crate::{ResetHeaders, RetryAfter, RetryAfterMs, ShouldRetry};
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::{Action, Answer, Decision, Outcome, Policy, ResetFormat, ResetHeaders, RetryAfter};
+/// use retry_budget::{Action, Answer, Decision, Outcome, Policy, reset::{ResetFormat, ResetHeaders}, retry_after::RetryAfter};
 ///
 /// let s = Duration::from_secs;
 /// let missing = RetryAfter::Missing;
@@ -86,7 +87,9 @@ impl<'a> Answer<'a> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Answer, Decision, Policy, RetryAfter, RetryAfterMs};
+    /// use retry_budget::api_signals::RetryAfterMs;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Decision, Policy};
     ///
     /// let mut action = Action::new(Policy::default());
     /// action.attempt_started(Duration::ZERO);
@@ -112,7 +115,9 @@ impl<'a> Answer<'a> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Answer, Decision, Outcome, Policy, RetryAfter, ShouldRetry};
+    /// use retry_budget::api_signals::ShouldRetry;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Decision, Outcome, Policy};
     ///
     /// let missing = RetryAfter::Missing;
     /// let mut action = Action::new(Policy::default());
@@ -139,12 +144,13 @@ impl<'a> Answer<'a> {
     /// [`Outcome::NotRetryable`](crate::Outcome::NotRetryable), its
     /// report's [category](crate::Report::category) is
     /// [`Quota`](crate::Category::Quota), and the trail records
-    /// [`EventKind::QuotaExhausted`](crate::EventKind::QuotaExhausted).
+    /// [`EventKind::QuotaExhausted`](crate::trail::EventKind::QuotaExhausted).
     /// Checked right after the status, before a forbidden retry.
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Answer, Category, Decision, Outcome, Policy, RetryAfter};
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Category, Decision, Outcome, Policy};
     ///
     /// let mut action = Action::new(Policy::default());
     /// action.attempt_started(Duration::ZERO);
@@ -181,7 +187,7 @@ impl<'a> Answer<'a> {
     /// `grpc-retry-pushback-ms` that is negative or malformed, gRFC A6). If
     /// the status is one the policy retries, the action stops as
     /// [`Outcome::NotRetryable`](crate::Outcome::NotRetryable) (with an
-    /// [`EventKind::RetryForbidden`](crate::EventKind::RetryForbidden) in
+    /// [`EventKind::RetryForbidden`](crate::trail::EventKind::RetryForbidden) in
     /// the trail), right after the status check and before the
     /// attempts-left check.
     #[inline]
@@ -193,7 +199,7 @@ impl<'a> Answer<'a> {
     /// The adapter translated this response from another protocol's signal
     /// (gRPC: `grpc-status: 8` told as `429`); `from` says what the service
     /// actually sent. Recorded in the trail just before the response
-    /// ([`EventKind::Translated`](crate::EventKind::Translated)); changes
+    /// ([`EventKind::Translated`](crate::trail::EventKind::Translated)); changes
     /// no decision.
     #[inline]
     pub fn translated_from(mut self, from: impl Into<String>) -> Self {

@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime};
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use retry_budget::HttpDate;
+/// use retry_budget::http_date::HttpDate;
 ///
 /// let at = |s: &str| SystemTime::UNIX_EPOCH + Duration::from_secs(s.parse().unwrap());
 /// let strict = HttpDate::parse("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();

@@ -18,7 +18,14 @@
 //! There is no async runtime and no I/O here: [`Action`] is a state machine
 //! that takes elapsed time and the calendar reading as inputs. The tower
 //! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
-//! `replay` module (feature `replay`) feeds it scripted data.
+//! [`schedule`] module (feature `schedule`) feeds it scripted data.
+//!
+//! The root holds what every user needs (the [`Action`], its [`Policy`],
+//! what a response tells it as an [`Answer`], its [`Decision`]s and the
+//! final [`Report`]); each reading has a module of its own: [`retry_after`],
+//! [`http_date`], [`reset`], what AI APIs send besides them
+//! ([`api_signals`]), the [`trail`] of events, the client-wide
+//! [`ratio`] budget, the policy's [`defaults`].
 //!
 //! | file | job |
 //! |---|---|
@@ -26,7 +33,7 @@
 //! | `retry_after.rs` | parsing `Retry-After` |
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
-//! | `server_words.rs` | `retry-after-ms` and `x-should-retry` (OpenAI, Anthropic) |
+//! | `api_signals.rs` | `retry-after-ms` and `x-should-retry` (OpenAI, Anthropic) |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `answer.rs` | what one response tells the action, in one value |
 //! | `trail.rs` | the events of the trail |
@@ -35,11 +42,12 @@
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
 //! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
-//! | `replay.rs` | the arithmetic model over given data |
+//! | `schedule.rs` | the arithmetic model over given schedules |
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_budget::{Action, Decision, Outcome, Policy, RetryAfter};
+//! use retry_budget::retry_after::RetryAfter;
+//! use retry_budget::{Action, Decision, Outcome, Policy};
 //!
 //! // At t=2 a 429 asks for 30 s: the next start (32) cannot be reserved.
 //! let mut action = Action::new(Policy::default());
@@ -55,46 +63,44 @@
 //!      Category: rate_limit. The service is limiting requests; trying later may work."
 //! );
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod action;
 mod after_data;
 mod answer;
+pub mod api_signals;
 mod category;
-mod http_date;
+pub mod http_date;
 mod outcome;
 mod policy;
 pub mod ratio;
 mod report;
-mod reset;
-mod retry_after;
+pub mod reset;
+pub mod retry_after;
 #[cfg(feature = "serde")]
 mod secs;
-mod server_words;
 mod status;
-mod trail;
+pub mod trail;
 mod trail_store;
 
-#[cfg(feature = "replay")]
-pub mod replay;
+#[cfg(feature = "schedule")]
+#[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]
+pub mod schedule;
 
 pub use action::{Action, ClientEffects, Decision};
 pub use answer::Answer;
 pub use category::Category;
-pub use http_date::{HttpDate, Tolerated};
 pub use outcome::Outcome;
-pub use policy::{
-    Jitter, Policy, PolicyBuilder, PolicyError, Secs, DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT, DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
-};
-pub use ratio::{Ratio, RatioBudget, RatioError, MAX_RATIO, MAX_WINDOW, MIN_WINDOW};
+pub use policy::{Jitter, Policy, PolicyBuilder, PolicyError, Secs};
 pub use report::Report;
-pub use reset::{ResetFormat, ResetHeaders, ResetIgnored, ResetReading, ResetValue};
-pub use retry_after::{
-    Asked, InvalidReason, InvalidRetryAfter, Repeated, RetryAfter, MAX_KEPT_RAW,
-};
-pub use server_words::{MsValue, RetryAfterMs, ShouldRetry, RETRY_AFTER_MS, X_SHOULD_RETRY};
 pub use status::StatusSet;
-pub use trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
-pub use trail_store::Trail;
+
+/// The policy's defaults (what [`Policy::default`] holds) and its limits.
+pub mod defaults {
+    pub use crate::policy::{
+        DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT,
+        DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,
+    };
+}

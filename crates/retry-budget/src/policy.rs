@@ -331,7 +331,7 @@ impl PolicyBuilder {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Policy, RetryAfter};
+    /// use retry_budget::{Action, Decision, Policy, retry_after::RetryAfter};
     ///
     /// let policy = Policy::builder().spread(Duration::from_secs(1)).build()?;
     /// let mut action = Action::with_seed(policy, 7);

@@ -36,7 +36,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use retry_budget::{Ratio, RatioBudget};
+//! use retry_budget::ratio::{Ratio, RatioBudget};
 //!
 //! // Retries may be 20 % of first attempts, no reserve, 10 s window.
 //! let mut budget = RatioBudget::new(Ratio::new(1, 5)?, 0, Duration::from_secs(10))?;
@@ -49,7 +49,7 @@
 //! assert!(!budget.withdraw(now), "2 retries for 10 first attempts, not 3");
 //! // Ten seconds later the window has forgotten all of it.
 //! assert_eq!(budget.available(Duration::from_secs(10)), 0);
-//! # Ok::<(), retry_budget::RatioError>(())
+//! # Ok::<(), retry_budget::ratio::RatioError>(())
 //! ```
 
 use std::fmt;
@@ -67,13 +67,13 @@ pub const MAX_WINDOW: Duration = Duration::from_secs(60);
 /// Retries allowed per first attempt, as an exact fraction in `(0, 10]`.
 ///
 /// ```
-/// use retry_budget::Ratio;
+/// use retry_budget::ratio::Ratio;
 ///
 /// assert_eq!(Ratio::from_f64(0.3)?, Ratio::new(3, 10)?);
 /// assert_eq!(Ratio::percent(20)?, Ratio::new(1, 5)?);
 /// assert!(Ratio::from_f64(0.0).is_err());
 /// assert!(Ratio::new(11, 1).is_err());
-/// # Ok::<(), retry_budget::RatioError>(())
+/// # Ok::<(), retry_budget::ratio::RatioError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ratio {

@@ -59,7 +59,7 @@ impl Report {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy, RetryAfter};
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter};
     ///
     /// let s = Duration::from_secs;
     /// let mut action = Action::new(Policy::default());
@@ -229,7 +229,7 @@ impl Report {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy, RetryAfter};
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter};
     ///
     /// let secs = Duration::from_secs;
     /// let policy = Policy::builder()
@@ -297,7 +297,7 @@ impl Report {
                 EventKind::RetryAfterMs {
                     reading: ResetRead::Wait { wait, used: true },
                     ..
-                } => return Some((crate::RETRY_AFTER_MS, *wait)),
+                } => return Some((crate::api_signals::RETRY_AFTER_MS, *wait)),
                 _ => {}
             }
         }
@@ -436,7 +436,7 @@ impl serde::Serialize for Report {
 mod tests {
     use std::time::Duration;
 
-    use crate::{Action, Policy, RetryAfter};
+    use crate::{retry_after::RetryAfter, Action, Policy};
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)

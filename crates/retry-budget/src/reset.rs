@@ -90,12 +90,12 @@ impl fmt::Display for ResetFormat {
 /// * a malformed value, or one longer than the optional maximum interval
 ///   (as Envoy's `max_interval`), is ignored;
 /// * every value read is recorded in the trail
-///   ([`EventKind::ResetHeader`](crate::EventKind::ResetHeader)), with the
+///   ([`EventKind::ResetHeader`](crate::trail::EventKind::ResetHeader)), with the
 ///   header's name, its raw text, and whether its wait was used.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime};
-/// use retry_budget::{ResetFormat, ResetHeaders, ResetReading};
+/// use retry_budget::reset::{ResetFormat, ResetHeaders, ResetReading};
 ///
 /// let mut headers = ResetHeaders::new(None);
 /// headers.push("ratelimit", ResetFormat::RateLimit, br#""clears";r=0;t=5"#);
@@ -131,7 +131,7 @@ impl ResetValue {
     }
 
     /// The value as received, for the trail (lossy UTF-8, cut to
-    /// [`MAX_KEPT_RAW`](crate::MAX_KEPT_RAW) characters).
+    /// [`MAX_KEPT_RAW`](crate::retry_after::MAX_KEPT_RAW) characters).
     pub fn raw(&self) -> String {
         keep(&self.raw)
     }

@@ -33,7 +33,7 @@ pub const MAX_KEPT_RAW: usize = 64;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::{Asked, RetryAfter};
+/// use retry_budget::retry_after::{Asked, RetryAfter};
 ///
 /// assert_eq!(RetryAfter::parse("3"), RetryAfter::Seconds(Duration::from_secs(3)));
 /// assert!(matches!(RetryAfter::parse("1.5"), RetryAfter::Invalid(_)));
@@ -249,7 +249,7 @@ impl RetryAfter {
     /// clock only then.
     ///
     /// ```
-    /// use retry_budget::RetryAfter;
+    /// use retry_budget::retry_after::RetryAfter;
     ///
     /// assert!(!RetryAfter::parse("3").needs_calendar());
     /// assert!(RetryAfter::parse("Sun, 06 Nov 1994 08:49:37 GMT").needs_calendar());

@@ -4,12 +4,18 @@
 //! budget applies, the budget that remained then. The trail serializes to JSON
 //! with durations as seconds (`at_s`, `remaining_budget_s`, ...).
 
+pub use crate::trail_store::Trail;
+
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
 use crate::policy::Secs;
 use crate::retry_after::Asked;
-use crate::{Outcome, ResetFormat, ResetIgnored, RetryAfter};
+use crate::{
+    reset::{ResetFormat, ResetIgnored},
+    retry_after::RetryAfter,
+    Outcome,
+};
 
 /// One step of an action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,7 +187,7 @@ pub enum EventKind {
     },
     /// A `Retry-After` date was accepted although it is not in one of the
     /// forms RFC 9110 requires: one of the documented near-misses (see
-    /// [`HttpDate`](crate::HttpDate)). Just after its
+    /// [`HttpDate`](crate::http_date::HttpDate)). Just after its
     /// [`Response`](EventKind::Response).
     LenientDate {
         /// 1-based attempt number.
@@ -192,7 +198,7 @@ pub enum EventKind {
         tolerated: String,
     },
     /// A rate-limit reset header was read (opt-in; see
-    /// [`ResetHeaders`](crate::ResetHeaders)).
+    /// [`ResetHeaders`](crate::reset::ResetHeaders)).
     ResetHeader {
         /// 1-based attempt number.
         attempt: u32,
@@ -221,7 +227,7 @@ pub enum EventKind {
         extra: Duration,
     },
     /// A `retry-after-ms` value was read (see
-    /// [`RetryAfterMs`](crate::RetryAfterMs)): counted with `Retry-After`,
+    /// [`RetryAfterMs`](crate::api_signals::RetryAfterMs)): counted with `Retry-After`,
     /// the longest valid wait counting. Just after its
     /// [`Response`](EventKind::Response), one event per value.
     RetryAfterMs {
@@ -235,7 +241,7 @@ pub enum EventKind {
         reading: ResetRead,
     },
     /// The server's explicit word on retrying (see
-    /// [`ShouldRetry`](crate::ShouldRetry)), read on a status the policy
+    /// [`ShouldRetry`](crate::api_signals::ShouldRetry)), read on a status the policy
     /// retries: `false` is followed by
     /// [`RetryForbidden`](EventKind::RetryForbidden); `true` or any other
     /// value changes nothing.
@@ -353,7 +359,7 @@ pub enum ResetRead {
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::ResetRead;
+/// use retry_budget::trail::ResetRead;
 ///
 /// let read = ResetRead::Wait { wait: Duration::from_millis(2500), used: true };
 /// assert_eq!(read.to_string(), "asks 2.5 s, used");
@@ -447,7 +453,7 @@ impl RetryAfterSeen {
 /// are shown as received (a header value holds no control character).
 ///
 /// ```
-/// use retry_budget::{RetryAfter, RetryAfterSeen};
+/// use retry_budget::{retry_after::RetryAfter, trail::RetryAfterSeen};
 ///
 /// assert_eq!(RetryAfter::parse("3").to_string(), "3 s (valid)");
 /// assert_eq!(RetryAfter::parse("1.5").to_string(), "1.5 (invalid)");

@@ -13,7 +13,7 @@ use std::ops::Deref;
 
 use smallvec::SmallVec;
 
-use crate::Event;
+use crate::trail::Event;
 
 /// Events kept inline before the trail moves to the heap.
 const INLINE: usize = 3;
@@ -25,7 +25,7 @@ pub(crate) type Events = SmallVec<[Event; INLINE]>;
 /// (`Deref<Target = [Event]>`); built from a `Vec<Event>` or an iterator.
 ///
 /// ```
-/// use retry_budget::{Action, Policy, RetryAfter};
+/// use retry_budget::{Action, Policy, retry_after::RetryAfter};
 /// use std::time::Duration;
 ///
 /// let mut action = Action::new(Policy::default());

@@ -6,8 +6,9 @@
 use std::time::{Duration, SystemTime};
 
 use retry_budget::{
-    Action, Answer, Decision, Event, EventKind, Outcome, Policy, Report, RetryAfter,
-    RetryAfterSeen, WaitBasis,
+    retry_after::RetryAfter,
+    trail::{Event, EventKind, RetryAfterSeen, WaitBasis},
+    Action, Answer, Decision, Outcome, Policy, Report,
 };
 
 fn s(secs: u64) -> Duration {
@@ -639,7 +640,7 @@ fn a_date_is_converted_with_the_calendar_at_receipt() {
 
 #[test]
 fn a_date_is_converted_once_and_later_calendar_changes_do_nothing() {
-    use retry_budget::replay::{run_case, CalendarJump, Case, ScriptedAttempt};
+    use retry_budget::schedule::{run_case, CalendarJump, Case, ScriptedAttempt};
 
     let attempt = |status: u16, retry_after: Option<&str>| ScriptedAttempt {
         duration: s(2),

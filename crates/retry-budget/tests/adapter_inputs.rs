@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use retry_budget::{Action, ClientEffects, Decision, EventKind, Outcome, Policy, RetryAfter};
+use retry_budget::{
+    retry_after::RetryAfter, trail::EventKind, Action, ClientEffects, Decision, Outcome, Policy,
+};
 
 fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)
@@ -212,7 +214,7 @@ mod properties {
     use super::*;
     use proptest::collection::vec;
     use proptest::prelude::*;
-    use retry_budget::WaitBasis;
+    use retry_budget::trail::WaitBasis;
 
     #[derive(Debug, Clone)]
     enum Input {

@@ -6,10 +6,11 @@ use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
 
-use retry_budget::{
-    Action, Answer, Category, Decision, EventKind, Outcome, Policy, ResetFormat, ResetHeaders,
-    ResetIgnored, ResetRead, RetryAfter, RetryAfterMs, ShouldRetry, WaitBasis,
-};
+use retry_budget::api_signals::{RetryAfterMs, ShouldRetry};
+use retry_budget::reset::{ResetFormat, ResetHeaders, ResetIgnored};
+use retry_budget::retry_after::RetryAfter;
+use retry_budget::trail::{EventKind, ResetRead, WaitBasis};
+use retry_budget::{Action, Answer, Category, Decision, Outcome, Policy};
 
 fn s(n: u64) -> Duration {
     Duration::from_secs(n)

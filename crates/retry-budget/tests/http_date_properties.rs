@@ -6,7 +6,7 @@
 use std::time::{Duration, SystemTime};
 
 use proptest::prelude::*;
-use retry_budget::HttpDate;
+use retry_budget::http_date::HttpDate;
 
 /// 1970-01-01 to 9999-12-31 23:59:59.
 const LAST: u64 = 253_402_300_799;

@@ -7,7 +7,9 @@
 use std::time::{Duration, SystemTime};
 
 use retry_budget::{
-    Action, Category, Decision, EventKind, Jitter, Outcome, Policy, Report, RetryAfter, WaitBasis,
+    retry_after::RetryAfter,
+    trail::{EventKind, WaitBasis},
+    Action, Category, Decision, Jitter, Outcome, Policy, Report,
 };
 
 fn s(secs: u64) -> Duration {

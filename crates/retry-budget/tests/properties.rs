@@ -10,10 +10,11 @@ use std::time::{Duration, SystemTime};
 
 use proptest::collection::vec;
 use proptest::prelude::*;
-use retry_budget::replay::{run_case, CalendarJump, Case, ScriptedAttempt};
+use retry_budget::schedule::{run_case, CalendarJump, Case, ScriptedAttempt};
 use retry_budget::{
-    Action, Answer, Decision, EventKind, Outcome, Policy, Report, RetryAfter, RetryAfterSeen,
-    WaitBasis,
+    retry_after::RetryAfter,
+    trail::{EventKind, RetryAfterSeen, WaitBasis},
+    Action, Answer, Decision, Outcome, Policy, Report,
 };
 
 fn epoch() -> SystemTime {
@@ -798,7 +799,7 @@ proptest! {
     fn parsing_any_bytes_never_panics_and_keeps_a_short_raw(bytes in vec(any::<u8>(), 0..200)) {
         match RetryAfter::parse_bytes(&bytes) {
             RetryAfter::Invalid(invalid) => {
-                prop_assert!(invalid.raw().chars().count() <= retry_budget::MAX_KEPT_RAW + 1);
+                prop_assert!(invalid.raw().chars().count() <= retry_budget::retry_after::MAX_KEPT_RAW + 1);
             }
             RetryAfter::Seconds(_) | RetryAfter::Date(_) | RetryAfter::Repeated(_) => {}
             RetryAfter::Missing => return Err(TestCaseError::fail("a present header is never Missing")),

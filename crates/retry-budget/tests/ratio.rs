@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use retry_budget::{Ratio, RatioBudget};
+use retry_budget::ratio::{Ratio, RatioBudget};
 
 /// A ratio in `(0, 10]`: either a decimal (to the millionth, as
 /// `Ratio::from_f64` takes it) or any exact fraction.

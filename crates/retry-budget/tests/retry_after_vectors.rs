@@ -29,8 +29,9 @@
 use std::time::{Duration, SystemTime};
 
 use retry_budget::{
-    Action, Asked, Decision, InvalidReason, Policy, ResetFormat, ResetHeaders, ResetIgnored,
-    ResetReading, RetryAfter,
+    reset::{ResetFormat, ResetHeaders, ResetIgnored, ResetReading},
+    retry_after::{Asked, InvalidReason, RetryAfter},
+    Action, Decision, Policy,
 };
 
 /// What this project reads.

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use retry_budget::{Ratio, RatioBudget, RatioError};
+use retry_budget::ratio::{Ratio, RatioBudget, RatioError};
 use tokio::time::Instant;
 use tower::retry::budget::Budget;
 
@@ -28,7 +28,7 @@ use tower::retry::budget::Budget;
 /// "cost per retry" and so allows 1 retry per first attempt for any ratio
 /// above 0.5, tower issue #857) and tokio's clock, so that paused-time tests
 /// see exact windows. The arithmetic is the core's
-/// [`retry_budget::RatioBudget`].
+/// [`retry_budget::ratio::RatioBudget`].
 ///
 /// The layer deposits once per budgeted action, when its first attempt is
 /// sent, and withdraws once per retry, when the retry is planned: a refused
@@ -37,9 +37,9 @@ use tower::retry::budget::Budget;
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::{Policy, Ratio};
+/// use retry_budget::{Policy, ratio::Ratio};
 /// use tower::ServiceBuilder;
-/// use tower_retry_budget::{ClientBudget, RetryBudgetLayer};
+/// use tower_retry_budget::{budget::ClientBudget, RetryBudgetLayer};
 ///
 /// # let client = tower::service_fn(|_: http::Request<String>| async {
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -55,7 +55,7 @@ use tower::retry::budget::Budget;
 /// let tps = tower::retry::budget::TpsBudget::new(Duration::from_secs(10), 1, 0.2);
 /// let layer = RetryBudgetLayer::new(Policy::default()).client_budget(tps);
 /// # let _ = layer;
-/// # Ok::<(), retry_budget::RatioError>(())
+/// # Ok::<(), retry_budget::ratio::RatioError>(())
 /// ```
 #[derive(Clone)]
 pub struct ClientBudget {

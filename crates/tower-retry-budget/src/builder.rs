@@ -1,5 +1,5 @@
 //! A sealed extension trait for [`tower::ServiceBuilder`], in the manner of
-//! tower-http's `ServiceBuilderExt`.
+//! tower-http's `ServiceBuilderExt`, named so that both can be imported together.
 
 use retry_budget::Policy;
 use tower::layer::util::Stack;
@@ -17,7 +17,7 @@ mod sealed {
 /// ```
 /// use retry_budget::Policy;
 /// use tower::ServiceBuilder;
-/// use tower_retry_budget::ServiceBuilderExt;
+/// use tower_retry_budget::RetryBudgetServiceBuilderExt;
 ///
 /// # let client = tower::service_fn(|_: http::Request<String>| async {
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -27,12 +27,12 @@ mod sealed {
 ///     .service(client);
 /// # let _ = client;
 /// ```
-pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
+pub trait RetryBudgetServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Retries 429 inside `policy`'s budget.
     fn retry_budget(self, policy: Policy) -> ServiceBuilder<Stack<RetryBudgetLayer, L>>;
 }
 
-impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
+impl<L> RetryBudgetServiceBuilderExt<L> for ServiceBuilder<L> {
     fn retry_budget(self, policy: Policy) -> ServiceBuilder<Stack<RetryBudgetLayer, L>> {
         self.layer(RetryBudgetLayer::new(policy))
     }

@@ -122,25 +122,9 @@ impl Clock {
 
 /// **The one saturating mapping**: the instant at `elapsed` after `origin`
 /// on tokio's clock, or `None` ("never") if that is beyond the clock's
-/// range. The only addition of a duration to an instant in this crate, and
-/// public so that a caller mapping the core's elapsed times (say, a
-/// [`Report::body_deadline`](crate::Report::body_deadline)) onto tokio's
-/// clock uses the same rule as the layer.
-///
-/// ```
-/// use std::time::Duration;
-/// use tower_retry_budget::clock::instant_at;
-///
-/// let origin = tokio::time::Instant::now();
-/// assert_eq!(
-///     instant_at(origin, Duration::from_secs(2)),
-///     Some(origin + Duration::from_secs(2)),
-/// );
-/// // Past the clock's range: never, not a panic.
-/// assert_eq!(instant_at(origin, Duration::MAX), None);
-/// ```
+/// range. The only addition of a duration to an instant in this crate.
 #[allow(clippy::disallowed_methods)] // the one place allowed to
-pub fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
+pub(crate) fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
     origin.checked_add(elapsed)
 }
 

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{Action, Answer, Decision, Report, ResetHeaders};
+use retry_budget::{reset::ResetHeaders, Action, Answer, Decision, Report};
 use tokio::time::{Instant, Sleep};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower::Service;
@@ -44,7 +44,7 @@ use crate::hold_off::{authority_of, HoldOff};
 use crate::layer::{Config, ReportMode};
 use crate::observer::{ActionId, Observed, Watch};
 use crate::quota::QuotaExhausted;
-use crate::replay::BodyReplay;
+use crate::replay::ReplayHandle;
 use crate::report_slot::{LateReport, ReportSlot};
 use crate::request;
 use crate::signal::SignalParts;
@@ -242,7 +242,7 @@ impl<S, B> Ctx<S, B> {
             should_retry,
         } = self
             .config
-            .read(response.status(), response.headers())
+            .read(response.status(), response.headers(), response.extensions())
             .into_parts();
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
@@ -257,8 +257,8 @@ impl<S, B> Ctx<S, B> {
         // full: the core decides what that means for this response.
         let replayable = self.template.as_ref().is_none_or(|t| {
             t.extensions()
-                .get::<BodyReplay>()
-                .is_none_or(BodyReplay::is_replayable)
+                .get::<ReplayHandle>()
+                .is_none_or(ReplayHandle::is_replayable)
         });
         let mut answer = Answer::new(status, &retry_after)
             .calendar(calendar)

@@ -17,16 +17,16 @@ use crate::Idempotent;
 ///
 /// For gRPC the path is `/package.Service/Method`; list the methods whose
 /// `idempotency_level` is `NO_SIDE_EFFECTS` or `IDEMPOTENT` in their proto
-/// definition. Place the layer **above** [`ReplayBodyLayer`](crate::ReplayBodyLayer)
+/// definition. Place the layer **above** [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer)
 /// (which copies only the bodies of requests that may be retried) and
 /// [`RetryBudgetLayer`](crate::RetryBudgetLayer).
 ///
 /// ```
 /// use retry_budget::Policy;
 /// use tower::ServiceBuilder;
-/// use tower_retry_budget::{IdempotentPathsLayer, ReplayBodyLayer, RetryBudgetLayer};
+/// use tower_retry_budget::{idempotent_paths::IdempotentPathsLayer, replay::ReplayBodyLayer, RetryBudgetLayer};
 ///
-/// # let channel = tower::service_fn(|_: http::Request<tower_retry_budget::ReplayBody<String>>| async {
+/// # let channel = tower::service_fn(|_: http::Request<tower_retry_budget::replay::ReplayBody<String>>| async {
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
 /// # });
 /// let stack = ServiceBuilder::new()
@@ -57,7 +57,7 @@ impl IdempotentPathsLayer {
     /// the stack, e.g. a proxy choosing a request's policy).
     ///
     /// ```
-    /// use tower_retry_budget::IdempotentPathsLayer;
+    /// use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
     ///
     /// let layer = IdempotentPathsLayer::new(["/v1/embeddings"]);
     /// assert!(layer.lists("/v1/embeddings"));

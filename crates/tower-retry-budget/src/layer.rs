@@ -131,10 +131,15 @@ impl Config {
     }
 
     /// What a response head tells the budget.
-    pub(crate) fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+    pub(crate) fn read(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Signal {
         match &self.signal {
-            None => HttpSignal.read(status, headers),
-            Some(signal) => signal.read(status, headers),
+            None => HttpSignal.read(status, headers, extensions),
+            Some(signal) => signal.read(status, headers, extensions),
         }
     }
 
@@ -190,7 +195,7 @@ impl RetryBudgetLayer {
     }
 
     /// Uses another calendar clock for HTTP-date `Retry-After` values (for
-    /// example [`UntrustedCalendar`](crate::UntrustedCalendar) on a host
+    /// example [`UntrustedCalendar`](crate::calendar::UntrustedCalendar) on a host
     /// whose wall clock cannot be trusted). It is read only when a response
     /// carries a date.
     pub fn calendar(self, calendar: impl Calendar + Send + Sync + 'static) -> Self {
@@ -198,13 +203,13 @@ impl RetryBudgetLayer {
     }
 
     /// Reads responses with another [`RetrySignal`]: for gRPC,
-    /// [`GrpcSignal`](crate::GrpcSignal) (Trailers-Only `grpc-status: 8`
+    /// [`GrpcSignal`](crate::signal::GrpcSignal) (Trailers-Only `grpc-status: 8`
     /// RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms` as the server's
     /// delay, a negative or malformed pushback forbidding the retry). The
     /// default, [`HttpSignal`], reads the status and `Retry-After`.
     ///
     /// ```
-    /// use tower_retry_budget::{GrpcSignal, Policy, RetryBudgetLayer};
+    /// use tower_retry_budget::{signal::GrpcSignal, Policy, RetryBudgetLayer};
     ///
     /// let layer = RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal);
     /// # let _ = layer;
@@ -219,7 +224,7 @@ impl RetryBudgetLayer {
     /// `TpsBudget` included. A retry it refuses ends its action as
     /// `retry_throttled`.
     ///
-    /// [`ClientBudget`]: crate::ClientBudget
+    /// [`ClientBudget`]: crate::budget::ClientBudget
     pub fn client_budget<B>(self, budget: B) -> Self
     where
         B: Budget + Send + Sync + 'static,
@@ -250,11 +255,11 @@ impl RetryBudgetLayer {
     }
 
     /// Hands every step of every budgeted action (typed
-    /// [`Event`](crate::Event)s with the request's [`ActionId`]) and
+    /// [`Event`](crate::observer::Event)s with the request's [`ActionId`]) and
     /// every final report to `observer`: see [`Observer`]. The layer's
     /// clones and the services it makes share it, and share one id counter.
     ///
-    /// [`ActionId`]: crate::ActionId
+    /// [`ActionId`]: crate::observer::ActionId
     pub fn observer(self, observer: impl Observer) -> Self {
         self.with(|c| c.observer = Some(SharedObserver::new(observer)))
     }

@@ -2,12 +2,12 @@
 //! inside a hard budget.
 //!
 //! One `use` line and one [`ServiceBuilder`](tower::ServiceBuilder) line
-//! ([`ServiceBuilderExt::retry_budget`]); [`RetryBudgetLayer`] configures
+//! ([`RetryBudgetServiceBuilderExt::retry_budget`]); [`RetryBudgetLayer`] configures
 //! the rest (an observer, a client budget, a shared hold-off, the report):
 //!
 //! ```
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{Policy, Report, ServiceBuilderExt};
+//! use tower_retry_budget::{Policy, Report, RetryBudgetServiceBuilderExt};
 //!
 //! # let client = tower::service_fn(|_: http::Request<String>| async {
 //! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -36,8 +36,8 @@
 //! * the caller leaving (dropping the future, or firing a
 //!   [`CancellationToken`](tokio_util::sync::CancellationToken) put in the
 //!   request's extensions) **stops everything**: no task is spawned;
-//! * every step is traced, handed to an [`Observer`] if the layer has one
-//!   (typed [`Event`]s with the request's [`ActionId`]), and the final
+//! * every step is traced, handed to an [`Observer`](crate::observer::Observer) if the layer has one
+//!   (typed [`Event`](crate::observer::Event)s with the request's [`ActionId`](crate::observer::ActionId)), and the final
 //!   response or error carries a [`Report`] in its extensions (the last
 //!   response is returned as is, 429 included: it is never turned into an
 //!   error); see [`ReportMode`] to leave it out of responses that needed no
@@ -52,8 +52,22 @@
 //! results, and obeys its answers (when to start, wait or stop, whether to
 //! copy or move the request, what to tell the client budget and the
 //! hold-off map), so tests under tokio's paused clock see exact instants.
-//! [`Policy`], [`Report`], [`Outcome`], [`Jitter`], [`Event`] and
-//! [`EventKind`] are re-exported here: one `use` line suffices.
+//! [`Policy`], [`Report`], [`Outcome`] and [`Jitter`] are re-exported
+//! here: one `use` line suffices for the common case.
+//!
+//! # Where things are
+//!
+//! The root holds what nearly every user needs: the layer, the service,
+//! its future and error, [`Idempotent`], [`ReportSlot`],
+//! [`AttemptDeadline`] and the core's policy and report. Each capability
+//! has a module of its own, as tower-http gives each middleware one:
+//! [`hold_off`] (with its Redis store, feature `redis`), [`replay`] (request
+//! bodies that are not `Clone`), [`grpc`] (a status in trailers),
+//! [`signal`] (what a response head tells the budget), [`calendar`],
+//! [`budget`] (the client-wide retry ratio), [`observer`], [`gate`],
+//! [`single_flight`] (feature `single-flight`), [`idempotent_paths`],
+//! [`policy`] (a `tower::retry::Policy` over the same core) and
+//! [`classify`] (feature `tower-http`).
 //!
 //! # What it costs when nothing goes wrong
 //!
@@ -81,19 +95,19 @@
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
 //! | `classify.rs` | the tower-http classifier |
-//! | `policy.rs` | [`BudgetPolicy`] for `tower::retry::Retry` |
+//! | `policy.rs` | [`BudgetPolicy`](crate::policy::BudgetPolicy) for `tower::retry::Retry` |
 //! | `trace.rs` | `tracing` events |
-//! | `observer.rs` | [`Observer`]: the typed trail of every action, with its [`ActionId`] |
+//! | `observer.rs` | [`Observer`](crate::observer::Observer): the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
 //! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
 //! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
-//! | `budget.rs` | [`ClientBudget`]: retries bounded to a ratio of first attempts, client-wide |
-//! | `hold_off/` | [`HoldOff`]: a `Retry-After` honoured by the whole client, bounded in time and space |
-//! | `replay/` | [`ReplayBodyLayer`]: request bodies that are not `Clone` |
-//! | `signal.rs` | [`RetrySignal`]: what a response head tells the budget ([`HttpSignal`], [`GrpcSignal`]) |
-//! | `grpc_peek/` | [`GrpcTrailersLayer`]: a gRPC status in trailers, seen by the retry layer and the report |
-//! | `quota/` | [`QuotaExhausted`], and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
+//! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
+//! | `hold_off/` | [`HoldOff`](crate::hold_off::HoldOff): a `Retry-After` honoured by the whole client, bounded in time and space |
+//! | `replay/` | [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer): request bodies that are not `Clone` |
+//! | `signal.rs` | [`RetrySignal`](crate::signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::signal::HttpSignal), [`GrpcSignal`](crate::signal::GrpcSignal)) |
+//! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
+//! | `quota/` | [`QuotaExhausted`](crate::quota::QuotaExhausted), and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
-//! | `idempotent_paths.rs` | [`IdempotentPathsLayer`]: a method allow-list |
+//! | `idempotent_paths.rs` | [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer): a method allow-list |
 //!
 //! # Many actions at once
 //!
@@ -101,23 +115,23 @@
 //! [`gate`] (at most N in flight, a waiting action holds no slot),
 //! [`single_flight`], jitter on the local fallback
 //! ([`Jitter`] in the policy, seeded with
-//! [`RetryBudgetLayer::jitter_seed`]), a [`ClientBudget`] (or tower's
-//! `TpsBudget`) with [`RetryBudgetLayer::client_budget`], and a [`HoldOff`]
-//! with [`RetryBudgetLayer::hold_off`]. `examples/lab.rs` plays the source
-//! document's scene against a real loopback server:
-//! `cargo run -p tower-retry-budget --example lab`.
+//! [`RetryBudgetLayer::jitter_seed`]), a [`ClientBudget`](crate::budget::ClientBudget) (or tower's
+//! `TpsBudget`) with [`RetryBudgetLayer::client_budget`], and a [`HoldOff`](crate::hold_off::HoldOff)
+//! with [`RetryBudgetLayer::hold_off`]. The repository's `examples/lab.rs`
+//! plays the source document's scene against a real loopback server
+//! (`cargo run --example lab` in a checkout).
 //!
 //! # gRPC / tonic
 //!
 //! A tonic `Channel` gets the same budget by composition. Its request body
-//! is not `Clone`, so [`ReplayBodyLayer`] goes above the retry layer and a
-//! map back to `tonic::body::Body` below it; [`GrpcSignal`] reads
-//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`]):
+//! is not `Clone`, so [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer) goes above the retry layer and a
+//! map back to `tonic::body::Body` below it; [`GrpcSignal`](crate::signal::GrpcSignal) reads
+//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`](crate::signal::RetrySignal)):
 //!
 //! ```
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, Policy, ReplayBody, ReplayBodyLayer, ReportSlot, RetryBudgetLayer};
+//! use tower_retry_budget::{signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, replay::{ReplayBody, ReplayBodyLayer}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -144,18 +158,18 @@
 //!   unless the caller marks it [`Idempotent`] (per call, through
 //!   `tonic::Request::extensions_mut()`; think of the method's
 //!   `idempotency_level`: `NO_SIDE_EFFECTS` or `IDEMPOTENT`), or lists its
-//!   path (`/package.Service/Method`) in an [`IdempotentPathsLayer`] placed
+//!   path (`/package.Service/Method`) in an [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer) placed
 //!   above the replay layer. Other calls pass through untouched, once.
 //! * **What counts as "rate limited".** An intermediary's HTTP `429` (tonic
 //!   would report it as `Unavailable`) is retried as any `429`. With
-//!   [`GrpcSignal`], a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
+//!   [`GrpcSignal`](crate::signal::GrpcSignal), a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
 //!   told to the budget as its HTTP equivalent, `429`, and
 //!   `grpc-retry-pushback-ms` as the server's delay; a negative or malformed
 //!   pushback forbids the retry (gRFC A6), and the action ends as
 //!   `not_retryable`. The trail records the translation
-//!   ([`EventKind::Translated`]).
+//!   ([`EventKind::Translated`](crate::observer::EventKind::Translated)).
 //! * **A status in trailers.** An answer that sends its initial metadata
-//!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`], below
+//!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer), below
 //!   the retry layer, reads the first frame of such an answer so that
 //!   trailers with no message are read like a Trailers-Only head.
 //!   `success` means the service *began an answer* with no
@@ -214,69 +228,45 @@
 //! assert_eq!(report.attempts_started, 2);
 //! # }
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod attempt_info;
-mod budget;
+pub mod budget;
 mod builder;
-mod calendar;
+pub mod calendar;
 #[cfg(feature = "tower-http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub mod classify;
-pub mod clock;
+mod clock;
 mod error;
 mod future;
 pub mod gate;
-mod grpc_peek;
+pub mod grpc;
 mod held;
-mod hold_off;
-mod idempotent_paths;
+pub mod hold_off;
+pub mod idempotent_paths;
 mod layer;
-mod observer;
-mod policy;
-mod quota;
-mod replay;
+pub mod observer;
+pub mod policy;
+pub mod quota;
+pub mod replay;
 mod report_slot;
 mod request;
 mod service;
-mod signal;
+pub mod signal;
 #[cfg(feature = "single-flight")]
+#[cfg_attr(docsrs, doc(cfg(feature = "single-flight")))]
 pub mod single_flight;
 mod trace;
 
 pub use attempt_info::AttemptDeadline;
-pub use budget::ClientBudget;
-pub use builder::ServiceBuilderExt;
-pub use calendar::{Calendar, DateReference, FnCalendar, SystemCalendar, UntrustedCalendar};
+pub use builder::RetryBudgetServiceBuilderExt;
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
-pub use grpc_peek::{GrpcTrailers, GrpcTrailersFuture, GrpcTrailersLayer, PeekBody};
-pub use hold_off::{
-    HoldOff, HoldOffBuilder, HoldOffError, StoreHealth, DEFAULT_HOLD_OFF_CAPACITY,
-    DEFAULT_MAX_HOLD, MAX_MAX_HOLD,
-};
-#[cfg(feature = "redis")]
-pub use hold_off::{RedisStore, RedisStoreError, DEFAULT_REDIS_OP_TIMEOUT};
-pub use idempotent_paths::{IdempotentPaths, IdempotentPathsLayer};
 pub use layer::{ReportMode, RetryBudgetLayer};
-pub use observer::{ActionId, Observer};
-pub use policy::BudgetPolicy;
-pub use quota::QuotaExhausted;
-#[cfg(feature = "quota")]
-pub use quota::{
-    Quota, QuotaBody, QuotaFuture, QuotaLayer, DEFAULT_QUOTA_MAX_BODY, DEFAULT_QUOTA_READ_TIMEOUT,
-};
-pub use replay::{
-    BodyReplay, ReplayBody, ReplayBodyLayer, ReplayBodyService, ReplayError, DEFAULT_REPLAY_LIMIT,
-};
 pub use report_slot::ReportSlot;
 pub use request::{may_retry, Idempotent};
+pub use retry_budget::{Jitter, Outcome, Policy, Report};
 pub use service::RetryBudget;
-pub use signal::{
-    GrpcSignal, HttpSignal, ResetSignal, RetrySignal, Signal, ANTHROPIC_RESETS,
-    GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS,
-    OPENAI_RESET_REQUESTS, OPENAI_RESET_TOKENS, RATELIMIT, RATELIMIT_RESET,
-};
-
-pub use retry_budget;
-pub use retry_budget::{Event, EventKind, Jitter, Outcome, Policy, Report};

@@ -11,11 +11,13 @@
 //! The observer is called on the request's own task, inline: keep it short
 //! (count, send on a channel, print a line) and never block in it.
 
+pub use retry_budget::trail::{Event, EventKind};
+
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use retry_budget::{Event, Report};
+use retry_budget::Report;
 
 /// Identifies one action (one budgeted request) for an [`Observer`].
 ///
@@ -44,7 +46,7 @@ impl fmt::Display for ActionId {
 /// use std::sync::{Arc, Mutex};
 ///
 /// use tower::{service_fn, ServiceBuilder, ServiceExt};
-/// use tower_retry_budget::{ActionId, Event, EventKind, Policy, RetryBudgetLayer};
+/// use tower_retry_budget::{observer::{ActionId, Event, EventKind}, Policy, RetryBudgetLayer};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -70,7 +72,7 @@ pub trait Observer: Send + Sync + 'static {
 
     /// Called when the action ends, with its report (default: nothing).
     /// Once, except for a gRPC stream whose status, after its messages, is
-    /// not OK: with [`GrpcTrailersLayer`](crate::GrpcTrailersLayer) below
+    /// not OK: with [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer) below
     /// the retry layer, the corrected report follows its `StatusAfterData`
     /// event when the trailers arrive.
     fn on_report(&self, id: ActionId, report: &Report) {

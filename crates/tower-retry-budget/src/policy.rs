@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{BudgetPolicy, Policy};
+//! use tower_retry_budget::{policy::BudgetPolicy, Policy};
 //!
 //! # let client = tower::service_fn(|_: http::Request<String>| async {
 //! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use http::header::RETRY_AFTER;
 use http::{HeaderValue, Request, Response};
-use retry_budget::{Action, Decision, Policy, RetryAfter};
+use retry_budget::{retry_after::RetryAfter, Action, Decision, Policy};
 use tokio::time::Sleep;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};

@@ -31,7 +31,7 @@ use crate::request;
 /// `poll_ready` included: its error carries the report of an action that
 /// never started).
 ///
-/// A first attempt delayed by a [hold-off](crate::HoldOff) is sent on a
+/// A first attempt delayed by a [hold-off](crate::hold_off::HoldOff) is sent on a
 /// clone too, made ready when the hold-off has passed. The service the
 /// caller made ready is dropped at once (and replaced by an unready clone),
 /// so nothing below (a concurrency limit's slot, say) is held while the

@@ -4,10 +4,11 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use retry_budget::{
-    ResetFormat, ResetHeaders, RetryAfter, RetryAfterMs, ShouldRetry, MAX_KEPT_RAW, RETRY_AFTER_MS,
-    X_SHOULD_RETRY,
+    api_signals::{RetryAfterMs, ShouldRetry, RETRY_AFTER_MS, X_SHOULD_RETRY},
+    reset::{ResetFormat, ResetHeaders},
+    retry_after::{RetryAfter, MAX_KEPT_RAW},
 };
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
@@ -177,14 +178,14 @@ impl Signal {
 /// | negative, malformed, or repeated | the server forbids a retry ([`Answer::forbidden`](retry_budget::Answer::forbidden)): a retried status stops as `not_retryable` |
 ///
 /// A translated response is recorded in the trail
-/// ([`EventKind::Translated`](retry_budget::EventKind::Translated), e.g.
+/// ([`EventKind::Translated`](retry_budget::trail::EventKind::Translated), e.g.
 /// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`) just
 /// before the response as told, so the report's `429` and its delay can be
 /// traced to what the server actually sent.
 ///
 /// Only the head is read. A `grpc-status` in trailers that follow the
 /// initial metadata with no message is brought into the head by
-/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer), placed below the retry
+/// [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer), placed below the retry
 /// layer (the trail then says `, in trailers after initial metadata`); a
 /// `grpc-status` in trailers after messages arrives after the response has
 /// been handed to the caller and is never retried (that layer corrects the
@@ -194,24 +195,28 @@ impl Signal {
 ///
 /// ```
 /// use std::time::Duration;
-/// use http::{HeaderMap, StatusCode};
-/// use retry_budget::RetryAfter;
-/// use tower_retry_budget::{GrpcSignal, RetrySignal};
+/// use http::{Extensions, HeaderMap, StatusCode};
+/// use retry_budget::retry_after::RetryAfter;
+/// use tower_retry_budget::signal::{GrpcSignal, RetrySignal};
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("grpc-status", "8".parse().unwrap());
 /// headers.insert("grpc-retry-pushback-ms", "1500".parse().unwrap());
-/// let signal = GrpcSignal.read(StatusCode::OK, &headers);
+/// let signal = GrpcSignal.read(StatusCode::OK, &headers, &Extensions::new());
 /// assert_eq!(signal.status(), 429);
 /// assert_eq!(signal.retry_after(), &RetryAfter::Seconds(Duration::from_millis(1500)));
 /// assert!(!signal.retry_forbidden());
 ///
 /// headers.insert("grpc-retry-pushback-ms", "-1".parse().unwrap());
-/// assert!(GrpcSignal.read(StatusCode::OK, &headers).retry_forbidden());
+/// assert!(GrpcSignal.read(StatusCode::OK, &headers, &Extensions::new()).retry_forbidden());
 /// ```
 pub trait RetrySignal {
-    /// What the response with this status and headers tells the budget.
-    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal;
+    /// What the response with this status, headers and extensions tells
+    /// the budget. The extensions carry what a layer below the retry layer
+    /// learned about the response (e.g. that
+    /// [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer) brought a
+    /// `grpc-status` from the trailers into the head).
+    fn read(&self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) -> Signal;
 }
 
 /// The default signal: the HTTP status and its `Retry-After`, nothing else.
@@ -220,7 +225,7 @@ pub struct HttpSignal;
 
 impl RetrySignal for HttpSignal {
     #[inline]
-    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+    fn read(&self, status: StatusCode, headers: &HeaderMap, _: &Extensions) -> Signal {
         Signal::new(status.as_u16(), retry_after(headers))
     }
 }
@@ -250,20 +255,16 @@ pub struct GrpcSignal;
 pub const GRPC_STATUS: &str = "grpc-status";
 /// `grpc-retry-pushback-ms` (gRFC A6).
 pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
-/// Set (to [`GRPC_STATUS_FROM_TRAILERS`]) by
-/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer) on a head whose
-/// `grpc-status` it copied from trailers that followed the initial metadata
-/// with no message: the translation in the trail then ends with
-/// `, in trailers after initial metadata`. Without it, a `grpc-status` in
-/// the head is a Trailers-Only response's.
-pub const GRPC_STATUS_FROM: &str = "retry-budget-grpc-status-from";
-/// The value of [`GRPC_STATUS_FROM`].
-pub const GRPC_STATUS_FROM_TRAILERS: &str = "trailers";
+
+/// A response extension: the head's `grpc-status` was copied from trailers
+/// that followed the initial metadata with no message.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StatusFromTrailers;
 
 impl RetrySignal for GrpcSignal {
-    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
+    fn read(&self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) -> Signal {
         if status != StatusCode::OK {
-            return HttpSignal.read(status, headers);
+            return HttpSignal.read(status, headers, extensions);
         }
         let Some(code) = headers.get(GRPC_STATUS) else {
             return Signal::new(200, RetryAfter::Missing);
@@ -301,10 +302,11 @@ impl RetrySignal for GrpcSignal {
                 Signal::new(http_status, RetryAfter::Missing).forbid_retry()
             }
         };
-        if headers
-            .get(GRPC_STATUS_FROM)
-            .is_some_and(|v| v == GRPC_STATUS_FROM_TRAILERS)
-        {
+        // Set by the trailers peek on a head whose `grpc-status` it copied
+        // from trailers that followed the initial metadata with no message;
+        // without it, a `grpc-status` in the head is a Trailers-Only
+        // response's. An extension, so that no server can claim it.
+        if extensions.get::<StatusFromTrailers>().is_some() {
             from.push_str(", in trailers after initial metadata");
         }
         signal.translated_from(from)
@@ -331,9 +333,9 @@ impl RetrySignal for GrpcSignal {
 ///
 /// ```
 /// use std::time::Duration;
-/// use http::{HeaderMap, StatusCode};
-/// use retry_budget::ResetFormat;
-/// use tower_retry_budget::{GrpcSignal, ResetSignal, RetrySignal};
+/// use http::{Extensions, HeaderMap, StatusCode};
+/// use retry_budget::reset::ResetFormat;
+/// use tower_retry_budget::signal::{GrpcSignal, ResetSignal, RetrySignal};
 ///
 /// let signal = ResetSignal::new()
 ///     .ratelimit_fields()
@@ -341,7 +343,7 @@ impl RetrySignal for GrpcSignal {
 ///     .max_interval(Duration::from_secs(300));
 /// let mut headers = HeaderMap::new();
 /// headers.insert("ratelimit", r#""p";r=0;t=3"#.parse().unwrap());
-/// let read = signal.read(StatusCode::TOO_MANY_REQUESTS, &headers);
+/// let read = signal.read(StatusCode::TOO_MANY_REQUESTS, &headers, &Extensions::new());
 /// assert!(!read.reset_headers().unwrap().is_empty());
 ///
 /// // Composed with the gRPC reading.
@@ -396,13 +398,13 @@ impl ResetSignal {
     /// `QuotaLayer::openai` (feature `quota`) reads it.
     ///
     /// ```
-    /// use http::{HeaderMap, StatusCode};
-    /// use tower_retry_budget::{ResetSignal, RetrySignal};
+    /// use http::{Extensions, HeaderMap, StatusCode};
+    /// use tower_retry_budget::signal::{ResetSignal, RetrySignal};
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.insert("retry-after-ms", "2500".parse().unwrap());
     /// headers.insert("x-ratelimit-reset-tokens", "6m0s".parse().unwrap());
-    /// let read = ResetSignal::openai().read(StatusCode::TOO_MANY_REQUESTS, &headers);
+    /// let read = ResetSignal::openai().read(StatusCode::TOO_MANY_REQUESTS, &headers, &Extensions::new());
     /// assert!(read.retry_after_ms().is_some());
     /// assert!(!read.reset_headers().unwrap().is_empty());
     /// ```
@@ -523,8 +525,8 @@ impl<S> ResetSignal<S> {
 }
 
 impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
-    fn read(&self, status: StatusCode, headers: &HeaderMap) -> Signal {
-        let mut signal = self.inner.read(status, headers);
+    fn read(&self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) -> Signal {
+        let mut signal = self.inner.read(status, headers, extensions);
         if signal.status() < 400 || !self.reads_any() {
             return signal;
         }
@@ -636,7 +638,7 @@ mod tests {
     }
 
     fn grpc(pairs: &[(&str, &str)]) -> Signal {
-        GrpcSignal.read(StatusCode::OK, &head(pairs))
+        GrpcSignal.read(StatusCode::OK, &head(pairs), &Extensions::new())
     }
 
     #[test]
@@ -644,6 +646,7 @@ mod tests {
         let signal = HttpSignal.read(
             StatusCode::TOO_MANY_REQUESTS,
             &head(&[("retry-after", "3"), ("grpc-status", "8")]),
+            &Extensions::new(),
         );
         assert_eq!(
             signal,
@@ -754,6 +757,7 @@ mod tests {
         let signal = GrpcSignal.read(
             StatusCode::TOO_MANY_REQUESTS,
             &head(&[("retry-after", "2"), ("grpc-status", "14")]),
+            &Extensions::new(),
         );
         assert_eq!(
             signal,

@@ -12,12 +12,14 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full, StreamBody};
-use retry_budget::{Category, EventKind, Outcome, Policy, Report, ResetRead, WaitBasis};
+use retry_budget::trail::{EventKind, ResetRead, WaitBasis};
+use retry_budget::{Category, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::{
-    FnCalendar, HttpSignal, QuotaLayer, ResetSignal, RetryBudgetLayer, RetrySignal,
-};
+use tower_retry_budget::calendar::FnCalendar;
+use tower_retry_budget::quota::{QuotaExhausted, QuotaLayer};
+use tower_retry_budget::signal::{HttpSignal, ResetSignal, RetrySignal};
+use tower_retry_budget::RetryBudgetLayer;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -459,10 +461,7 @@ async fn a_write_not_budgeted_is_not_read() {
     let response = client.oneshot(request).await.unwrap();
     assert_eq!(response.status(), 429);
     assert!(response.extensions().get::<Report>().is_none());
-    assert!(response
-        .extensions()
-        .get::<tower_retry_budget::QuotaExhausted>()
-        .is_none());
+    assert!(response.extensions().get::<QuotaExhausted>().is_none());
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 

@@ -17,8 +17,8 @@ use tokio::time::advance;
 use tokio_test::{assert_pending, assert_ready, task};
 use tower::{Layer, Service, ServiceExt};
 use tower_retry_budget::{
-    ActionId, Error, Event, Observer, Outcome, Policy, Report, ReportMode, ReportSlot,
-    RetryBudgetLayer,
+    observer::{ActionId, Event, Observer},
+    Error, Outcome, Policy, Report, ReportMode, ReportSlot, RetryBudgetLayer,
 };
 
 /// Keeps the reports it is told.

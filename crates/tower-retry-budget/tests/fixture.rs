@@ -12,7 +12,7 @@ mod support;
 use std::time::Duration;
 
 use http::Request;
-use retry_budget::replay::{self, Case, CaseResult};
+use retry_budget::schedule::{self, Case, CaseResult};
 use retry_budget::{Outcome, Report};
 use serde_json::Value;
 use support::{Scripted, Step};
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_test::task;
 use tokio_util::sync::CancellationToken;
 use tower::{Service, ServiceExt};
-use tower_retry_budget::{FnCalendar, RetryBudgetLayer};
+use tower_retry_budget::{calendar::FnCalendar, RetryBudgetLayer};
 
 const FIXTURE: &str = include_str!("../../../tests/fixtures/B62-16-schedules.json");
 const STEP: Duration = Duration::from_millis(1);
@@ -205,14 +205,14 @@ fn check_case(case: &Case, leave: Leave, run: &Run, failures: &mut Vec<String>) 
         result: Ok(report.clone()),
     }
     .to_json();
-    for m in replay::mismatches(&line, expect) {
+    for m in schedule::mismatches(&line, expect) {
         fail(m.to_string());
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn every_fixture_case_through_the_layer() {
-    let fixture = replay::parse(FIXTURE).unwrap();
+    let fixture = schedule::parse(FIXTURE).unwrap();
     let mut failures = Vec::new();
     let mut runs = 0;
     for case in &fixture.cases {

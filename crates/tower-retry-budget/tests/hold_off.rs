@@ -10,7 +10,7 @@ use http::{Request, Response};
 use retry_budget::{Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::{HoldOff, RetryBudgetLayer};
+use tower_retry_budget::{hold_off::HoldOff, RetryBudgetLayer};
 
 fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)
@@ -154,9 +154,14 @@ async fn an_action_held_off_in_call_ends_once_even_with_a_cancelled_token() {
     let calls = Calls::default();
     let reports = Arc::new(Mutex::new(Vec::<Outcome>::new()));
     struct Reports(Arc<Mutex<Vec<Outcome>>>);
-    impl tower_retry_budget::Observer for Reports {
-        fn on_event(&self, _: tower_retry_budget::ActionId, _: &retry_budget::Event) {}
-        fn on_report(&self, _: tower_retry_budget::ActionId, report: &Report) {
+    impl tower_retry_budget::observer::Observer for Reports {
+        fn on_event(
+            &self,
+            _: tower_retry_budget::observer::ActionId,
+            _: &retry_budget::trail::Event,
+        ) {
+        }
+        fn on_report(&self, _: tower_retry_budget::observer::ActionId, report: &Report) {
             self.0.lock().unwrap().push(report.outcome);
         }
     }

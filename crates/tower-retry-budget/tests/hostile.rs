@@ -1,5 +1,5 @@
 //! Hostile `Retry-After` values through the layer, one scenario per test.
-//! The rule for each is documented in `retry_budget::RetryAfter`: anything
+//! The rule for each is documented in `retry_budget::retry_after::RetryAfter`: anything
 //! that is not exactly `1*DIGIT` or an HTTP-date is invalid (the local
 //! fallback applies, and the raw value, shortened, is kept in the trail);
 //! of several fields, the longest valid wait counts.
@@ -10,10 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderValue, Request, Response};
-use retry_budget::{EventKind, Outcome, Policy, Report, RetryAfterSeen, MAX_KEPT_RAW};
+use retry_budget::{
+    retry_after::MAX_KEPT_RAW,
+    trail::{EventKind, RetryAfterSeen},
+    Outcome, Policy, Report,
+};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::ServiceBuilderExt;
+use tower_retry_budget::RetryBudgetServiceBuilderExt;
 
 /// Answers 429 with these Retry-After values first, then 200; returns the
 /// report, how long the action took and the number of calls.

@@ -13,7 +13,8 @@ use tokio::time::advance;
 use tokio_test::{assert_pending, assert_ready, task};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    ClientBudget, EventKind, HoldOff, Outcome, Policy, Report, ReportSlot, RetryBudgetLayer,
+    budget::ClientBudget, hold_off::HoldOff, observer::EventKind, Outcome, Policy, Report,
+    ReportSlot, RetryBudgetLayer,
 };
 
 const HUGE: [&str; 3] = [

@@ -11,15 +11,19 @@ use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use http::{Method, Request, Response};
-use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
+use retry_budget::{
+    trail::{EventKind, WaitBasis},
+    Outcome, Policy, Report,
+};
 use support::{report_of, secs, Scripted, Step};
 use tokio::time::{advance, Instant};
 use tokio_test::{assert_pending, assert_ready, task};
 use tokio_util::sync::CancellationToken;
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    BudgetPolicy, DateReference, ErrorKind, FnCalendar, Idempotent, RetryBudgetLayer,
-    ServiceBuilderExt, UntrustedCalendar,
+    calendar::{DateReference, FnCalendar, UntrustedCalendar},
+    policy::BudgetPolicy,
+    ErrorKind, Idempotent, RetryBudgetLayer, RetryBudgetServiceBuilderExt,
 };
 
 fn get() -> Request<()> {

@@ -12,12 +12,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{Category, Jitter, Outcome, Policy, Ratio, Report};
+use retry_budget::{ratio::Ratio, Category, Jitter, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::retry::budget::TpsBudget;
 use tower::{BoxError, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::gate::{self, AlreadyRunning};
-use tower_retry_budget::{ClientBudget, ErrorKind, HoldOff, RetryBudgetLayer};
+use tower_retry_budget::{budget::ClientBudget, hold_off::HoldOff, ErrorKind, RetryBudgetLayer};
 
 fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)

@@ -12,7 +12,9 @@ use tokio::time::advance;
 use tokio_test::{assert_pending, assert_ready, task};
 use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    ActionId, Event, EventKind, HoldOff, Observer, Outcome, Policy, Report, RetryBudgetLayer,
+    hold_off::HoldOff,
+    observer::{ActionId, Event, EventKind, Observer},
+    Outcome, Policy, Report, RetryBudgetLayer,
 };
 
 /// One event as told: the action, when, and what (by name).

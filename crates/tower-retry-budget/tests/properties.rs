@@ -16,13 +16,15 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use proptest::prelude::*;
+use retry_budget::ratio::Ratio;
 use tokio::time::{sleep, Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tower::Service;
-use tower_retry_budget::retry_budget::Ratio;
 use tower_retry_budget::{
-    ActionId, ClientBudget, Event, HoldOff, Observer, Outcome, Policy, Report, ReportSlot,
-    RetryBudgetLayer,
+    budget::ClientBudget,
+    hold_off::HoldOff,
+    observer::{ActionId, Event, Observer},
+    Outcome, Policy, Report, ReportSlot, RetryBudgetLayer,
 };
 
 #[derive(Debug)]

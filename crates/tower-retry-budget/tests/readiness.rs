@@ -17,8 +17,9 @@ use tokio::time::advance;
 use tokio_test::{assert_pending, assert_ready, task};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    ActionId, ErrorKind, Event, EventKind, HoldOff, Observer, Outcome, Policy, Report, ReportSlot,
-    RetryBudget, RetryBudgetLayer,
+    hold_off::HoldOff,
+    observer::{ActionId, Event, EventKind, Observer},
+    ErrorKind, Outcome, Policy, Report, ReportSlot, RetryBudget, RetryBudgetLayer,
 };
 
 /// The inner service's error.

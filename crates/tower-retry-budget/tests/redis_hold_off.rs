@@ -19,12 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{EventKind, Outcome, Policy, Report};
+use retry_budget::{trail::EventKind, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::util::BoxCloneSyncService;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::RedisStore;
-use tower_retry_budget::{Error, HoldOff, RetryBudgetLayer};
+use tower_retry_budget::hold_off::RedisStore;
+use tower_retry_budget::{hold_off::HoldOff, Error, RetryBudgetLayer};
 
 /// The bound on anything the tests wait for: only a hang fails.
 const PATIENCE: Duration = Duration::from_secs(30);

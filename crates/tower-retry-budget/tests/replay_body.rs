@@ -14,7 +14,10 @@ use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use retry_budget::{Outcome, Policy, Report};
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::{Idempotent, ReplayBody, ReplayBodyLayer, RetryBudgetLayer};
+use tower_retry_budget::{
+    replay::{ReplayBody, ReplayBodyLayer},
+    Idempotent, RetryBudgetLayer,
+};
 
 /// A streamed body that is not `Clone`: chunks, then trailers.
 struct Streamed {
@@ -204,7 +207,7 @@ async fn every_attempt_of_a_replayed_body_carries_the_whole_body() {
     for held in [false, true] {
         for (chunks, trailer) in bodies {
             let received = Received::default();
-            let hold_off = tower_retry_budget::HoldOff::default();
+            let hold_off = tower_retry_budget::hold_off::HoldOff::default();
             if held {
                 // An earlier 429 to this service set a hold of 1 s.
                 let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);

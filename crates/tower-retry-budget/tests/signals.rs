@@ -11,14 +11,16 @@ use std::time::{Duration, SystemTime};
 
 use http::{HeaderName, Request, Response};
 use retry_budget::{
-    EventKind, Outcome, Policy, Report, ResetFormat, ResetIgnored, ResetRead, RetryAfterSeen,
-    WaitBasis,
+    reset::{ResetFormat, ResetIgnored},
+    trail::{EventKind, ResetRead, RetryAfterSeen, WaitBasis},
+    Outcome, Policy, Report,
 };
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    FnCalendar, GrpcSignal, HttpSignal, ResetSignal, RetryBudgetLayer, RetrySignal,
-    UntrustedCalendar,
+    calendar::{FnCalendar, UntrustedCalendar},
+    signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal},
+    RetryBudgetLayer,
 };
 
 const S: fn(u64) -> Duration = Duration::from_secs;

@@ -18,10 +18,14 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use retry_budget::{EventKind, Outcome, Policy, Report, ResetFormat, ResetRead};
+use retry_budget::{
+    reset::ResetFormat,
+    trail::{EventKind, ResetRead},
+    Outcome, Policy, Report,
+};
 use tokio::net::TcpListener;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_retry_budget::{FnCalendar, ResetSignal, RetryBudgetLayer};
+use tower_retry_budget::{calendar::FnCalendar, signal::ResetSignal, RetryBudgetLayer};
 
 /// Serves 429 with `headers` to the first request, 200 to the others.
 async fn serve(headers: Vec<(&'static str, String)>) -> (SocketAddr, Arc<AtomicUsize>) {

@@ -20,7 +20,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use retry_budget::{EventKind, Outcome, Policy, Report, WaitBasis};
+use retry_budget::{
+    trail::{EventKind, WaitBasis},
+    Outcome, Policy, Report,
+};
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
@@ -29,8 +32,10 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tower::{Service, ServiceBuilder};
 use tower_retry_budget::{
-    GrpcSignal, Idempotent, IdempotentPathsLayer, ReplayBody, ReplayBodyLayer, ReportSlot,
-    RetryBudgetLayer,
+    idempotent_paths::IdempotentPathsLayer,
+    replay::{ReplayBody, ReplayBodyLayer},
+    signal::GrpcSignal,
+    Idempotent, ReportSlot, RetryBudgetLayer,
 };
 
 #[path = "support/raw_codec.rs"]

@@ -7,7 +7,7 @@ use http::Request;
 use retry_budget::Policy;
 use support::{Captured, Scripted, Step};
 use tower::{ServiceBuilder, ServiceExt};
-use tower_retry_budget::ServiceBuilderExt;
+use tower_retry_budget::RetryBudgetServiceBuilderExt;
 
 #[tokio::test(start_paused = true)]
 async fn every_step_is_traced_and_no_secret_header_is() {

@@ -8,7 +8,7 @@ use http::Request;
 use retry_budget::{Outcome, Policy, Report};
 use support::{Captured, Scripted, Step};
 use tower::{ServiceBuilder, ServiceExt};
-use tower_retry_budget::ServiceBuilderExt;
+use tower_retry_budget::RetryBudgetServiceBuilderExt;
 
 #[tokio::test(start_paused = true)]
 async fn an_info_subscriber_gets_no_line_from_any_ending() {

@@ -11,13 +11,16 @@ use std::time::Duration;
 
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
-use retry_budget::{Policy, PolicyError, Ratio};
-use tower_retry_budget::RedisStore;
-use tower_retry_budget::{ClientBudget, IdempotentPathsLayer, QuotaLayer, ResetSignal};
+use retry_budget::{ratio::Ratio, Policy};
+use tower_retry_budget::hold_off::RedisStore;
+use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
+use tower_retry_budget::quota::QuotaLayer;
+use tower_retry_budget::{budget::ClientBudget, signal::ResetSignal};
 
 use super::path::{normalize, PathError};
+use crate::budget_args::BudgetArgs;
 use crate::duration_arg;
-use crate::signal_args::{Preset, SignalArgs};
+use crate::signal_args::Preset;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -33,27 +36,6 @@ pub struct Args {
     /// The admin address: /metrics (Prometheus text), /ready, /live.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:15002")]
     admin: SocketAddr,
-    /// The total budget of each action, counted from its first attempt's
-    /// start (shrunk further by a caller's grpc-timeout or
-    /// x-envoy-upstream-rq-timeout-ms).
-    #[arg(long, value_name = "DURATION", default_value = "20s", value_parser = duration_arg::parse)]
-    budget: Duration,
-    /// The maximum number of attempts per action, the first included.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    max_attempts: u32,
-    /// The per-attempt cap: reserved in full before every attempt, and the
-    /// attempt's deadline.
-    #[arg(long, value_name = "DURATION", default_value = "4s", value_parser = duration_arg::parse)]
-    attempt_timeout: Duration,
-    /// The shortest wait applied to a valid Retry-After.
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = duration_arg::parse)]
-    min_wait: Duration,
-    /// Trust no calendar clock: a Retry-After date stops with clock_untrusted.
-    #[arg(long)]
-    untrusted_clock: bool,
-    /// Reset headers and spread, as for `get`.
-    #[command(flatten)]
-    signals: SignalArgs,
     /// At most N upstream attempts in flight; more queue. An action waiting
     /// between attempts holds no slot. Unlimited if not given.
     #[arg(long, value_name = "N")]
@@ -104,10 +86,6 @@ pub struct Args {
     /// for https://), e.g. for gRPC.
     #[arg(long)]
     upstream_http2: bool,
-    /// Trust only the CA certificates in this PEM file for an https://
-    /// upstream (instead of the platform's roots).
-    #[arg(long, value_name = "FILE")]
-    cacert: Option<PathBuf>,
     /// The longest the shared hold-off holds first attempts back, whatever
     /// a Retry-After asks (1 ms to 1 day).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration_arg::parse)]
@@ -139,6 +117,10 @@ pub struct Args {
     /// and the log line says body=timed_out.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg::parse)]
     body_idle_timeout: Duration,
+    /// The budget, the signals and the CA, shared with `get` (last: its
+    /// help heading applies to what follows it).
+    #[command(flatten)]
+    budget: BudgetArgs,
 }
 
 /// The format of the per-action log line.
@@ -286,28 +268,11 @@ const RETRY_WINDOW: Duration = Duration::from_secs(10);
 impl Args {
     /// Checks the flags; the error is one line that names the flag.
     pub fn config(self) -> Result<Config, String> {
-        let policy = Policy::builder()
-            .total_budget(self.budget)
-            .max_attempts(self.max_attempts)
-            .attempt_cap(self.attempt_timeout)
-            .min_wait(self.min_wait)
-            .build()
-            .map_err(|e| {
-                let flag = match e {
-                    PolicyError::ZeroBudget => "--budget",
-                    PolicyError::ZeroAttempts => "--max-attempts",
-                    PolicyError::ZeroAttemptCap | PolicyError::CapExceedsBudget { .. } => {
-                        "--attempt-timeout"
-                    }
-                    _ => "the budget flags",
-                };
-                format!("{flag}: {e}")
-            })?;
-        let policy = self.signals.apply_policy(policy)?;
-        let asked = &self.signals;
+        let policy = self.budget.policy()?;
+        let asked = &self.budget.signals;
         let reset = asked
             .reads_any()
-            .then(|| asked.signal(tower_retry_budget::HttpSignal));
+            .then(|| asked.signal(tower_retry_budget::signal::HttpSignal));
         let client_budget = if self.no_client_budget {
             None
         } else {
@@ -341,7 +306,7 @@ impl Args {
         }
         // The hold-off checks its own bound; built here without a store
         // only to check the flag before anything listens.
-        tower_retry_budget::HoldOff::builder()
+        tower_retry_budget::hold_off::HoldOff::builder()
             .max_hold(self.max_hold)
             .build()
             .map_err(|e| format!("--max-hold: {e}"))?;
@@ -356,20 +321,20 @@ impl Args {
             listen: self.listen,
             admin: self.admin,
             policy,
-            trusted_clock: !self.untrusted_clock,
+            trusted_clock: !self.budget.untrusted_clock,
             reset,
-            quota: self.signals.quota(),
-            preset: self.signals.preset,
+            quota: self.budget.signals.quota(),
+            preset: self.budget.signals.preset,
             concurrency: self.concurrency,
             client_budget,
             hold_off: !self.no_hold_off,
             hold_off_redis,
             retry_retries: self.retry_retries,
             idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
-            drain: self.drain.unwrap_or(self.budget),
+            drain: self.drain.unwrap_or(self.budget.budget),
             log_format: self.log_format,
             upstream_http2: self.upstream_http2,
-            cacert: self.cacert,
+            cacert: self.budget.cacert,
             max_hold: self.max_hold,
             connections: ConnectionLimits {
                 header_timeout: self.header_timeout,
@@ -448,7 +413,10 @@ mod tests {
         assert!(!config.retry_retries && config.concurrency.is_none());
         assert_eq!(config.log_format, LogFormat::Text);
         assert_eq!(config.upstream.prefix, "");
-        assert_eq!(config.max_hold, tower_retry_budget::DEFAULT_MAX_HOLD);
+        assert_eq!(
+            config.max_hold,
+            tower_retry_budget::hold_off::DEFAULT_MAX_HOLD
+        );
         assert_eq!(
             config.connections,
             ConnectionLimits {

@@ -19,7 +19,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
-use tower_retry_budget::QuotaBody;
+use tower_retry_budget::quota::QuotaBody;
 
 /// How a relayed body ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,12 +158,12 @@ impl Body for RelayBody {
                 // not the upstream's.
                 if !*this.armed {
                     *this.armed = true;
-                    // Through the layer's saturating mapping: a bound past
+                    // Through the saturating mapping: a bound past
                     // tokio's clock (a huge `--body-idle-timeout`) is never
                     // reached, and arms no timer.
                     match (
                         this.timer.as_mut(),
-                        tower_retry_budget::clock::instant_at(Instant::now(), *this.idle),
+                        crate::clock::instant_at(Instant::now(), *this.idle),
                     ) {
                         (Some(timer), Some(deadline)) => timer.as_mut().reset(deadline),
                         (None, Some(deadline)) => {

@@ -42,7 +42,9 @@ use retry_budget::{Outcome, Policy, PolicyError, Report};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tower_retry_budget::{ActionId, Error, ErrorKind, Idempotent, QuotaBody, ReportSlot};
+use tower_retry_budget::{
+    observer::ActionId, quota::QuotaBody, Error, ErrorKind, Idempotent, ReportSlot,
+};
 use tracing::Instrument;
 
 use super::args::{Config, LogFormat};
@@ -460,7 +462,7 @@ fn no_retry_on_top(report: &Report) -> bool {
     let server_said = report.events.iter().rev().any(|e| {
         matches!(
             e.kind,
-            retry_budget::EventKind::ShouldRetry {
+            retry_budget::trail::EventKind::ShouldRetry {
                 says: Some(false),
                 ..
             }

@@ -33,8 +33,14 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
-use retry_budget::{Event, EventKind, Report, WaitBasis};
-use tower_retry_budget::{ActionId, HoldOff, Observer};
+use retry_budget::{
+    trail::{Event, EventKind, WaitBasis},
+    Report,
+};
+use tower_retry_budget::{
+    hold_off::HoldOff,
+    observer::{ActionId, Observer},
+};
 
 /// The content type of [`Metrics::encode`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -458,7 +464,7 @@ impl Observer for Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use retry_budget::{Action, Decision, Policy, RetryAfter};
+    use retry_budget::{retry_after::RetryAfter, Action, Decision, Policy};
     use std::time::Duration;
 
     /// Runs a 429-then-200 action through the core and feeds its trail.

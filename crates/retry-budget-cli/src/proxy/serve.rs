@@ -43,7 +43,7 @@ const GRACE: Duration = Duration::from_secs(1);
 pub fn run(args: Args) -> ExitCode {
     let config = match args.config() {
         Ok(config) => config,
-        Err(message) => return crate::get::usage_error(&message),
+        Err(message) => return crate::shared::usage_error(&message),
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -35,8 +35,13 @@ use tower::limit::ConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
 use tower_retry_budget::{
-    ClientBudget, HoldOff, Idempotent, Quota, QuotaLayer, ReplayBody, ReplayBodyLayer, ResetSignal,
-    RetryBudget, RetryBudgetLayer, UntrustedCalendar,
+    budget::ClientBudget,
+    calendar::UntrustedCalendar,
+    hold_off::HoldOff,
+    quota::{Quota, QuotaLayer},
+    replay::{ReplayBody, ReplayBodyLayer},
+    signal::ResetSignal,
+    Idempotent, RetryBudget, RetryBudgetLayer,
 };
 
 use super::args::Config;
@@ -55,7 +60,7 @@ pub type Below =
     Either<tower::limit::ConcurrencyLimit<Attempt<UpstreamClient>>, Attempt<UpstreamClient>>;
 
 /// The service one request is sent through.
-pub type PerRequest = tower_retry_budget::ReplayBodyService<
+pub type PerRequest = tower_retry_budget::replay::ReplayBodyService<
     tower::util::MapRequest<
         RetryBudget<Quota<Below>>,
         fn(Request<UpstreamBody>) -> Request<UpstreamBody>,

@@ -62,7 +62,7 @@ impl std::error::Error for HoldOffError {}
 ///
 /// ```
 /// use std::time::Duration;
-/// use tower_retry_budget::HoldOff;
+/// use tower_retry_budget::hold_off::HoldOff;
 ///
 /// let hold_off = HoldOff::builder()
 ///     .capacity(10_000)
@@ -72,7 +72,7 @@ impl std::error::Error for HoldOffError {}
 ///
 /// // Every setting is checked.
 /// assert!(HoldOff::builder().max_hold(Duration::ZERO).build().is_err());
-/// # Ok::<(), tower_retry_budget::HoldOffError>(())
+/// # Ok::<(), tower_retry_budget::hold_off::HoldOffError>(())
 /// ```
 #[derive(Debug, Clone)]
 #[must_use]

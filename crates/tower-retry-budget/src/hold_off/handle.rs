@@ -43,7 +43,7 @@ use super::store::StoreHealth;
 /// # Bounded
 ///
 /// * **In time**: a hold is cut to the [maximum hold](HoldOffBuilder::max_hold)
-///   (default [`DEFAULT_MAX_HOLD`](crate::DEFAULT_MAX_HOLD), 10 minutes), so one `Retry-After:
+///   (default [`DEFAULT_MAX_HOLD`](crate::hold_off::DEFAULT_MAX_HOLD), 10 minutes), so one `Retry-After:
 ///   1000000000` cannot hold a service for the life of the process. Any
 ///   instant is accepted, and none panics.
 /// * **In space**: the map holds at most `capacity` authorities. When it is
@@ -54,7 +54,7 @@ use super::store::StoreHealth;
 /// ```
 /// use retry_budget::Policy;
 /// use tower::ServiceBuilder;
-/// use tower_retry_budget::{HoldOff, RetryBudgetLayer};
+/// use tower_retry_budget::{hold_off::HoldOff, RetryBudgetLayer};
 ///
 /// # let client = tower::service_fn(|_: http::Request<String>| async {
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -65,7 +65,7 @@ use super::store::StoreHealth;
 ///     .service(client);
 /// # let _ = client;
 /// assert!(hold_off.is_empty());
-/// # Ok::<(), tower_retry_budget::HoldOffError>(())
+/// # Ok::<(), tower_retry_budget::hold_off::HoldOffError>(())
 /// ```
 #[derive(Clone)]
 pub struct HoldOff {

@@ -11,7 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 pin_project! {
-    /// The response body below [`QuotaLayer`](crate::QuotaLayer): the
+    /// The response body below [`QuotaLayer`](super::QuotaLayer): the
     /// frames its read took, exactly as received, then the rest of the
     /// inner body.
     pub struct QuotaBody<B>

@@ -17,7 +17,7 @@ use super::layer::{quota_code, worth_reading, QuotaConfig};
 use super::{QuotaBody, QuotaExhausted};
 
 pin_project! {
-    /// The response future of [`Quota`](crate::Quota).
+    /// The response future of [`Quota`](super::Quota).
     pub struct QuotaFuture<F, B>
     where
         B: Body,

@@ -24,7 +24,7 @@ pub const DEFAULT_QUOTA_READ_TIMEOUT: Duration = Duration::from_secs(1);
 /// Reads the JSON body of a retried status (`429`) for a quota that is used
 /// up, and tells the retry layer: place it **below**
 /// [`RetryBudgetLayer`](crate::RetryBudgetLayer), as
-/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer) is for gRPC. Needs the
+/// [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer) is for gRPC. Needs the
 /// `quota` feature (serde_json).
 ///
 /// # Why
@@ -40,7 +40,7 @@ pub const DEFAULT_QUOTA_READ_TIMEOUT: Duration = Duration::from_secs(1);
 /// | the response | what the layer does |
 /// |---|---|
 /// | a request the retry layer does not budget, a status not in [`statuses`](Self::statuses) (default `429`), a content type that is not JSON (`application/json`, `application/*+json`), or a declared length over [`max_body`](Self::max_body) | nothing: passed on untouched, no byte read |
-/// | a JSON body whose `error.code` or `error.type` is one of the codes | a [`QuotaExhausted`](crate::QuotaExhausted) in the response's extensions: the core ends the action `not_retryable`, category `quota` |
+/// | a JSON body whose `error.code` or `error.type` is one of the codes | a [`QuotaExhausted`](super::QuotaExhausted) in the response's extensions: the core ends the action `not_retryable`, category `quota` |
 /// | a body that is not JSON, has no such code, is longer than `max_body`, fails, or has not ended within [`read_timeout`](Self::read_timeout) | nothing more: the 429 is treated as usual |
 ///
 /// Whatever it read is given back: the caller receives the whole body,
@@ -62,7 +62,8 @@ pub const DEFAULT_QUOTA_READ_TIMEOUT: Duration = Duration::from_secs(1);
 /// use http_body_util::{BodyExt, Full};
 /// use retry_budget::{Category, Outcome, Policy};
 /// use tower::{service_fn, ServiceBuilder, ServiceExt};
-/// use tower_retry_budget::{QuotaLayer, Report, RetryBudgetLayer};
+/// use tower_retry_budget::quota::QuotaLayer;
+/// use tower_retry_budget::{Report, RetryBudgetLayer};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

@@ -28,7 +28,7 @@ struct Shared<B> {
 }
 
 /// A request body that can be cloned for a retry. See
-/// [`ReplayBodyLayer`](crate::ReplayBodyLayer).
+/// [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer).
 ///
 /// The original and every clone follow one rule, whichever is read first
 /// and in whatever order: each has its own position in what was buffered,
@@ -48,23 +48,23 @@ pub struct ReplayBody<B> {
 }
 
 /// A handle on a [`ReplayBody`]'s state, put in the request extensions by
-/// [`ReplayBodyService`](crate::ReplayBodyService) so that the retry layer
+/// [`ReplayBodyService`](crate::replay::ReplayBodyService) so that the retry layer
 /// can tell whether the body can still be replayed.
 #[derive(Clone)]
-pub struct BodyReplay {
+pub struct ReplayHandle {
     check: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-impl BodyReplay {
+impl ReplayHandle {
     /// Whether a copy of the body can still be sent in full.
     pub fn is_replayable(&self) -> bool {
         (self.check)()
     }
 }
 
-impl fmt::Debug for BodyReplay {
+impl fmt::Debug for ReplayHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BodyReplay")
+        f.debug_struct("ReplayHandle")
             .field("replayable", &self.is_replayable())
             .finish()
     }
@@ -131,12 +131,12 @@ impl<B> ReplayBody<B> {
     }
 
     /// A handle that answers [`is_replayable`](Self::is_replayable) later.
-    pub fn handle(&self) -> BodyReplay
+    pub fn handle(&self) -> ReplayHandle
     where
         B: Send + 'static,
     {
         let shared = Arc::downgrade(&self.shared);
-        BodyReplay {
+        ReplayHandle {
             check: Arc::new(move || {
                 shared
                     .upgrade()

@@ -4,6 +4,6 @@ mod body;
 mod layer;
 mod service;
 
-pub use body::{BodyReplay, ReplayBody, ReplayError, DEFAULT_REPLAY_LIMIT};
+pub use body::{ReplayBody, ReplayError, ReplayHandle, DEFAULT_REPLAY_LIMIT};
 pub use layer::ReplayBodyLayer;
 pub use service::ReplayBodyService;

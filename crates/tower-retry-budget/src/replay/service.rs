@@ -9,7 +9,7 @@ use super::ReplayBody;
 use crate::request::may_retry;
 
 /// Wraps each request body in a [`ReplayBody`] and puts its
-/// [`BodyReplay`](super::BodyReplay) handle in the request extensions.
+/// [`ReplayHandle`](super::ReplayHandle) handle in the request extensions.
 ///
 /// Requests that can never be retried (unsafe methods not marked
 /// [`Idempotent`](crate::Idempotent)) are wrapped with a limit of zero, so

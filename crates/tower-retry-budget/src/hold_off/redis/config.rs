@@ -11,17 +11,17 @@ pub const DEFAULT_REDIS_OP_TIMEOUT: Duration = Duration::from_millis(50);
 pub(super) const QUEUE: usize = 1024;
 
 /// A hold-off store on Redis: where it is, and the namespace of its keys.
-/// Give it to [`HoldOffBuilder::redis`](crate::HoldOffBuilder::redis).
+/// Give it to [`HoldOffBuilder::redis`](crate::hold_off::HoldOffBuilder::redis).
 ///
 /// ```
-/// use tower_retry_budget::RedisStore;
+/// use tower_retry_budget::hold_off::RedisStore;
 ///
 /// let store = RedisStore::new("redis://127.0.0.1:6379")?.namespace("tenant-42")?;
 /// assert_eq!(store.to_string(), "redis://127.0.0.1:6379 (namespace tenant-42)");
 ///
 /// assert!(RedisStore::new("http://not-redis").is_err());
 /// assert!(RedisStore::new("redis://h:1")?.namespace("a token: secret").is_err());
-/// # Ok::<(), tower_retry_budget::RedisStoreError>(())
+/// # Ok::<(), tower_retry_budget::hold_off::RedisStoreError>(())
 /// ```
 ///
 /// The hold-off shared across processes through Redis (the `redis`
@@ -53,7 +53,7 @@ pub(super) const QUEUE: usize = 1024;
 /// * **Faults.** Every Redis operation is bounded
 ///   ([`DEFAULT_REDIS_OP_TIMEOUT`], 50 ms). When Redis is slow, down or
 ///   refusing, each process keeps working on its local map alone, and
-///   [`HoldOff::store_health`](crate::HoldOff::store_health) says so
+///   [`HoldOff::store_health`](crate::hold_off::HoldOff::store_health) says so
 ///   (`available: false`, `failures`); the store reconnects by itself,
 ///   reads the current keys again, publishes the live holds it knows and
 ///   Redis does not (recorded during the outage, or lost with a restarted
@@ -61,8 +61,8 @@ pub(super) const QUEUE: usize = 1024;
 ///
 /// ```no_run
 /// use retry_budget::Policy;
-/// use tower_retry_budget::RedisStore;
-/// use tower_retry_budget::{HoldOff, RetryBudgetLayer};
+/// use tower_retry_budget::hold_off::RedisStore;
+/// use tower_retry_budget::{hold_off::HoldOff, RetryBudgetLayer};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -137,7 +137,7 @@ impl RedisStore {
     /// `rediss://` with the `redis` crate's TLS features), with no namespace
     /// and operations bounded by [`DEFAULT_REDIS_OP_TIMEOUT`]. Nothing
     /// connects yet: the store connects (and reconnects) in its own task
-    /// once the [`HoldOff`](crate::HoldOff) is built.
+    /// once the [`HoldOff`](crate::hold_off::HoldOff) is built.
     ///
     /// # Errors
     ///

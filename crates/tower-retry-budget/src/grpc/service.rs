@@ -12,7 +12,7 @@ use crate::request;
 
 /// Peeks the first body frame of a gRPC answer whose head has no
 /// `grpc-status`, for calls the retry layer budgets. See
-/// [`GrpcTrailersLayer`](crate::GrpcTrailersLayer).
+/// [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer).
 #[derive(Debug, Clone)]
 pub struct GrpcTrailers<S> {
     inner: S,

@@ -2,13 +2,13 @@
 //! field by field with its `expect` object. The expectations belong to this
 //! test; the code under test never reads them.
 
-use retry_budget::replay;
+use retry_budget::schedule;
 
-const FIXTURE: &str = include_str!("../../../tests/fixtures/B62-16-schedules.json");
+const FIXTURE: &str = include_str!("fixtures/B62-16-schedules.json");
 
 #[test]
 fn every_fixture_case_matches_its_expectation() {
-    let fixture = replay::parse(FIXTURE).expect("the fixture parses");
+    let fixture = schedule::parse(FIXTURE).expect("the fixture parses");
     assert_eq!(fixture.cases.len(), 15);
     let mut failures = Vec::new();
     for case in &fixture.cases {
@@ -16,8 +16,8 @@ fn every_fixture_case_matches_its_expectation() {
         // Hide the expectation from the code under test.
         let mut blind = case.clone();
         blind.expect = None;
-        let result = replay::run_case(&blind);
-        for mismatch in replay::mismatches(&result.to_json(), expect) {
+        let result = schedule::run_case(&blind);
+        for mismatch in schedule::mismatches(&result.to_json(), expect) {
             failures.push(format!("{}: {mismatch}", case.id));
         }
     }
@@ -26,20 +26,20 @@ fn every_fixture_case_matches_its_expectation() {
 
 #[test]
 fn mismatches_are_reported_field_by_field() {
-    let fixture = replay::parse(FIXTURE).unwrap();
+    let fixture = schedule::parse(FIXTURE).unwrap();
     let case = &fixture.cases[0];
     let mut expect = case.expect.clone().unwrap();
     expect["starts_s"][1] = 6.into();
     expect["outcome"] = "budget_exhausted".into();
-    let found = replay::mismatches(&replay::run_case(case).to_json(), &expect);
+    let found = schedule::mismatches(&schedule::run_case(case).to_json(), &expect);
     let fields: Vec<_> = found.iter().map(|m| m.field.as_str()).collect();
     assert_eq!(fields, ["outcome", "starts_s[1]"]);
 }
 
 #[test]
 fn every_line_has_exactly_the_documented_keys() {
-    let fixture = replay::parse(FIXTURE).unwrap();
-    for result in replay::run(&fixture) {
+    let fixture = schedule::parse(FIXTURE).unwrap();
+    for result in schedule::run(&fixture) {
         let line = result.to_json();
         let mut keys: Vec<_> = line.as_object().unwrap().keys().cloned().collect();
         keys.sort();
@@ -69,26 +69,26 @@ fn every_line_has_exactly_the_documented_keys() {
 
 #[test]
 fn invalid_data_names_the_attempt() {
-    let fixture = replay::parse(FIXTURE).unwrap();
+    let fixture = schedule::parse(FIXTURE).unwrap();
     let case = fixture
         .cases
         .iter()
         .find(|c| c.id == "attempt_longer_than_cap")
         .unwrap();
-    let line = replay::run_case(case).to_json();
+    let line = schedule::run_case(case).to_json();
     let message = line["message"].as_str().unwrap();
     assert!(message.contains("Attempt 1 lasted 4.5 s"), "{message}");
 }
 
 #[test]
 fn the_visible_status_of_the_spec_example() {
-    let fixture = replay::parse(FIXTURE).unwrap();
+    let fixture = schedule::parse(FIXTURE).unwrap();
     let case = fixture
         .cases
         .iter()
         .find(|c| c.id == "wait_exceeds_budget")
         .unwrap();
-    let report = replay::run_case(case).result.unwrap();
+    let report = schedule::run_case(case).result.unwrap();
     assert_eq!(
         report.to_string(),
         "Stopped: the retry budget cannot fit the next request.\n\
@@ -102,7 +102,7 @@ fn the_visible_status_of_the_spec_example() {
 fn bad_documents_are_clear_errors_naming_case_and_field() {
     let mut doc: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
     doc["cases"][3]["attempts"][0]["duration_s"] = "two".into();
-    let err = replay::parse(&doc.to_string()).unwrap_err().to_string();
+    let err = schedule::parse(&doc.to_string()).unwrap_err().to_string();
     assert!(
         err.contains(r#"cases[3] ("missing_header").attempts[0].duration_s"#),
         "{err}"
@@ -113,7 +113,7 @@ fn bad_documents_are_clear_errors_naming_case_and_field() {
         .as_object_mut()
         .unwrap()
         .remove("status");
-    let err = replay::parse(&doc.to_string()).unwrap_err().to_string();
+    let err = schedule::parse(&doc.to_string()).unwrap_err().to_string();
     assert!(
         err.contains("schedule_b_http_date") && err.contains("status"),
         "{err}"
@@ -121,17 +121,17 @@ fn bad_documents_are_clear_errors_naming_case_and_field() {
 
     let mut doc: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
     doc["cases"][0]["leave_at_s"] = (-1).into();
-    let err = replay::parse(&doc.to_string()).unwrap_err().to_string();
+    let err = schedule::parse(&doc.to_string()).unwrap_err().to_string();
     assert!(err.contains("leave_at_s"), "{err}");
 
     let mut doc: serde_json::Value = serde_json::from_str(FIXTURE).unwrap();
     doc["policy"]["max_attempts"] = 0.into();
-    let err = replay::parse(&doc.to_string()).unwrap_err().to_string();
+    let err = schedule::parse(&doc.to_string()).unwrap_err().to_string();
     assert!(
         err.starts_with("policy") && err.contains("at least 1"),
         "{err}"
     );
 
-    let err = replay::parse("{ not json").unwrap_err().to_string();
+    let err = schedule::parse("{ not json").unwrap_err().to_string();
     assert!(err.starts_with("not valid JSON"), "{err}");
 }

@@ -29,7 +29,7 @@ pub const X_SHOULD_RETRY: &str = "x-should-retry";
 ///
 /// ```
 /// use std::time::Duration;
-/// use retry_budget::RetryAfterMs;
+/// use retry_budget::api_signals::RetryAfterMs;
 ///
 /// let ms = RetryAfterMs::parse("2500");
 /// assert_eq!(ms.longest(), Some(Duration::from_millis(2500)));
@@ -53,7 +53,7 @@ pub struct MsValue {
 
 impl MsValue {
     /// The value as received (lossy UTF-8, cut to
-    /// [`MAX_KEPT_RAW`](crate::MAX_KEPT_RAW) characters).
+    /// [`MAX_KEPT_RAW`](crate::retry_after::MAX_KEPT_RAW) characters).
     pub fn raw(&self) -> &str {
         &self.raw
     }
@@ -132,15 +132,15 @@ fn millis(raw: &[u8]) -> Option<Duration> {
 ///
 /// `false` forbids the retry: a status the policy retries ends as
 /// [`Outcome::NotRetryable`](crate::Outcome::NotRetryable), and the trail
-/// names the header ([`EventKind::ShouldRetry`](crate::EventKind::ShouldRetry),
-/// then [`EventKind::RetryForbidden`](crate::EventKind::RetryForbidden)).
+/// names the header ([`EventKind::ShouldRetry`](crate::trail::EventKind::ShouldRetry),
+/// then [`EventKind::RetryForbidden`](crate::trail::EventKind::RetryForbidden)).
 /// `true` changes nothing: it never makes a status the policy does not
 /// list retryable. Any other value (the SDKs compare exactly with `true`
 /// and `false`) is ignored and recorded. Several values (field lines or a
 /// list): a `false` among them forbids.
 ///
 /// ```
-/// use retry_budget::ShouldRetry;
+/// use retry_budget::api_signals::ShouldRetry;
 ///
 /// assert_eq!(ShouldRetry::parse("x-should-retry", b"false").says(), Some(false));
 /// assert_eq!(ShouldRetry::parse("x-should-retry", b" true ").says(), Some(true));
@@ -245,7 +245,7 @@ mod tests {
         let parsed = RetryAfterMs::parse(&long);
         assert_eq!(
             parsed.values()[0].raw().chars().count(),
-            crate::MAX_KEPT_RAW + 1
+            crate::retry_after::MAX_KEPT_RAW + 1
         );
     }
 

@@ -75,7 +75,7 @@ where
                 let mut response = ready!(future.poll(cx))?;
                 let ended = response.body().is_end_stream();
                 let status = response.status();
-                if !head::awaits_status(status, response.headers_mut(), ended) {
+                if !head::awaits_status(status, response.headers(), ended) {
                     return Poll::Ready(Ok(response.map(PeekBody::untouched)));
                 }
                 // The first frame is often at hand already: read it now,
@@ -126,7 +126,9 @@ fn with_first_frame<B: Body>(
         .and_then(|frame| frame.as_ref().ok())
         .and_then(Frame::trailers_ref)
     {
-        head::to_trailers_only(response.headers_mut(), trailers);
+        let (mut parts, body) = response.into_parts();
+        head::to_trailers_only(&mut parts.headers, &mut parts.extensions, trailers);
+        response = Response::from_parts(parts, body);
     }
     PeekBody::peeked(response, first, listeners)
 }

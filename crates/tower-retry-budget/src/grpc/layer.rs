@@ -6,14 +6,14 @@ use super::GrpcTrailers;
 
 /// Applies [`GrpcTrailers`]: place it **below**
 /// [`RetryBudgetLayer`](crate::RetryBudgetLayer) (closer to the channel),
-/// with [`GrpcSignal`](crate::GrpcSignal).
+/// with [`GrpcSignal`](crate::signal::GrpcSignal).
 ///
 /// [`GrpcTrailersLayer`]: a gRPC status that comes in trailers, seen by the
 /// retry layer and never contradicted by its report.
 ///
 /// # Why
 ///
-/// The retry layer decides on a response's head, and [`GrpcSignal`](crate::GrpcSignal) reads
+/// The retry layer decides on a response's head, and [`GrpcSignal`](crate::signal::GrpcSignal) reads
 /// `grpc-status` there: that is where a *Trailers-Only* answer puts it. But a
 /// server that sends its initial metadata before failing (any handler that
 /// sets response headers, or a streaming-capable path) answers with a head
@@ -29,7 +29,7 @@ use super::GrpcTrailers;
 /// |---|---|
 /// | not gRPC (`content-type` not `application/grpc`, `+...` or `;...`), not `200`, or a head with `grpc-status` (Trailers-Only) | nothing: the response is passed on untouched, no frame is read |
 /// | a call the retry layer does not budget (a `POST` not marked [`Idempotent`](crate::Idempotent)) | nothing |
-/// | head, then trailers with a non-OK `grpc-status` and no message | the head becomes the Trailers-Only head the server could have sent: every trailer field is appended to it, with `retry-budget-grpc-status-from: trailers` ([`GRPC_STATUS_FROM`](crate::signal::GRPC_STATUS_FROM)), so [`GrpcSignal`](crate::GrpcSignal) reads it as usual (RESOURCE_EXHAUSTED → `429` with the pushback, a negative pushback → not retryable) and the trail says `..., in trailers after initial metadata`. The body still yields those exact trailers. |
+/// | head, then trailers with a non-OK `grpc-status` and no message | the head becomes the Trailers-Only head the server could have sent: every trailer field is appended to it (and an extension of the layer's own marks it, so that no server can claim it), so [`GrpcSignal`](crate::signal::GrpcSignal) reads it as usual (RESOURCE_EXHAUSTED → `429` with the pushback, a negative pushback → not retryable) and the trail says `..., in trailers after initial metadata`. The body still yields those exact trailers. |
 /// | head, then trailers with `grpc-status: 0` (or none), no message | the head is unchanged; the body yields the trailers |
 /// | head, then a message | peeking stops: the response is passed on (nothing is retried once data has been seen); the message is yielded first |
 ///
@@ -49,18 +49,18 @@ use super::GrpcTrailers;
 /// the report in the request's [`ReportSlot`](crate::ReportSlot) as the core
 /// rules ([`Report::status_after_data`](retry_budget::Report::status_after_data)):
 /// outcome `not_retryable`, last status the HTTP equivalent, and a
-/// [`StatusAfterData`](retry_budget::EventKind::StatusAfterData) event in the
+/// [`StatusAfterData`](retry_budget::trail::EventKind::StatusAfterData) event in the
 /// trail. So a `ReportSlot` read after the stream ended never says `success`
-/// for a call that failed. The layer's [`Observer`](crate::Observer), if
+/// for a call that failed. The layer's [`Observer`](crate::observer::Observer), if
 /// any, is told too: the `StatusAfterData` event, then the corrected report
-/// (a second `on_report` for the same [`ActionId`](crate::ActionId)), with or
+/// (a second `on_report` for the same [`ActionId`](crate::observer::ActionId)), with or
 /// without a slot. (The copy in the response's extensions was taken when the
 /// response was returned and is not updated.)
 ///
 /// # Cost
 ///
 /// On a budgeted gRPC answer, one more poll of the body before the response
-/// is returned, and the frame held in [`PeekBody`](crate::PeekBody); no allocation on the OK
+/// is returned, and the frame held in [`PeekBody`](crate::grpc::PeekBody); no allocation on the OK
 /// path (the report is cloned only to correct it), except with an observer
 /// and no caller's slot: then an answer whose first frame is a message gets
 /// a slot of its own and a copy of the report, so that a late status can be
@@ -78,7 +78,7 @@ use super::GrpcTrailers;
 /// use http_body_util::{BodyExt, Empty, Full};
 /// use retry_budget::{Outcome, Policy};
 /// use tower::{service_fn, ServiceBuilder, ServiceExt};
-/// use tower_retry_budget::{GrpcSignal, GrpcTrailersLayer, Idempotent, ReportSlot, RetryBudgetLayer};
+/// use tower_retry_budget::{signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, ReportSlot, RetryBudgetLayer};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

@@ -2,15 +2,12 @@
 //! Trailers-Only form of a head whose status came in trailers.
 
 use http::header::CONTENT_TYPE;
-use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http::{Extensions, HeaderMap, HeaderName, StatusCode};
 
-use crate::signal::{
-    GrpcSignal, RetrySignal, GRPC_STATUS, GRPC_STATUS_FROM, GRPC_STATUS_FROM_TRAILERS,
-};
+use crate::signal::{GrpcSignal, RetrySignal, StatusFromTrailers, GRPC_STATUS};
 
 // Parsed once: a lookup by `&str` parses the name every time.
 const STATUS: HeaderName = HeaderName::from_static(GRPC_STATUS);
-const FROM: HeaderName = HeaderName::from_static(GRPC_STATUS_FROM);
 
 /// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
 /// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
@@ -28,32 +25,36 @@ fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// Whether this head is a gRPC answer whose status is still to come: HTTP
 /// `200`, a gRPC content type, no `grpc-status` (a Trailers-Only head has
-/// one), and a body that is not already over. A marker this crate sets is
-/// never trusted from a server: it is removed from every gRPC head.
-pub(super) fn awaits_status(status: StatusCode, headers: &mut HeaderMap, body_ended: bool) -> bool {
+/// one), and a body that is not already over.
+pub(super) fn awaits_status(status: StatusCode, headers: &HeaderMap, body_ended: bool) -> bool {
     if status != StatusCode::OK || !is_grpc(headers) {
         return false;
-    }
-    if headers.contains_key(&FROM) {
-        headers.remove(&FROM);
     }
     !body_ended && !headers.contains_key(&STATUS)
 }
 
 /// A non-OK status in `trailers` that came with no message: the head
 /// becomes the Trailers-Only head the server could have sent (the initial
-/// metadata, then every trailer field), marked so that the trail says where
-/// the status came from. An OK status (or none) changes nothing.
-pub(super) fn to_trailers_only(headers: &mut HeaderMap, trailers: &HeaderMap) {
+/// metadata, then every trailer field), marked (a [`StatusFromTrailers`]
+/// extension) so that the trail says where the status came from. An OK
+/// status (or none) changes nothing.
+pub(super) fn to_trailers_only(
+    headers: &mut HeaderMap,
+    extensions: &mut Extensions,
+    trailers: &HeaderMap,
+) {
     if !trailers.contains_key(&STATUS)
-        || GrpcSignal.read(StatusCode::OK, trailers).status() == StatusCode::OK.as_u16()
+        || GrpcSignal
+            .read(StatusCode::OK, trailers, &Extensions::new())
+            .status()
+            == StatusCode::OK.as_u16()
     {
         return;
     }
     for (name, value) in trailers {
         headers.append(name, value.clone());
     }
-    headers.insert(FROM, HeaderValue::from_static(GRPC_STATUS_FROM_TRAILERS));
+    extensions.insert(StatusFromTrailers);
 }
 
 #[cfg(test)]
@@ -78,15 +79,9 @@ mod tests {
             "application/grpc+proto",
             "Application/GRPC;x=1",
         ] {
-            let mut h = head(&[("content-type", content_type)]);
-            assert!(
-                awaits_status(StatusCode::OK, &mut h, false),
-                "{content_type}"
-            );
-            assert!(
-                !awaits_status(StatusCode::OK, &mut h, true),
-                "{content_type}"
-            );
+            let h = head(&[("content-type", content_type)]);
+            assert!(awaits_status(StatusCode::OK, &h, false), "{content_type}");
+            assert!(!awaits_status(StatusCode::OK, &h, true), "{content_type}");
         }
         for content_type in [
             "application/json",
@@ -94,39 +89,32 @@ mod tests {
             "application/grpcx",
             "application/grp",
         ] {
-            let mut h = head(&[("content-type", content_type)]);
-            assert!(
-                !awaits_status(StatusCode::OK, &mut h, false),
-                "{content_type}"
-            );
+            let h = head(&[("content-type", content_type)]);
+            assert!(!awaits_status(StatusCode::OK, &h, false), "{content_type}");
         }
-        assert!(!awaits_status(StatusCode::OK, &mut HeaderMap::new(), false));
-        let mut trailers_only = head(&[("content-type", "application/grpc"), ("grpc-status", "8")]);
-        assert!(!awaits_status(StatusCode::OK, &mut trailers_only, false));
-        let mut intermediary = head(&[("content-type", "application/grpc")]);
+        assert!(!awaits_status(StatusCode::OK, &HeaderMap::new(), false));
+        let trailers_only = head(&[("content-type", "application/grpc"), ("grpc-status", "8")]);
+        assert!(!awaits_status(StatusCode::OK, &trailers_only, false));
+        let intermediary = head(&[("content-type", "application/grpc")]);
         assert!(!awaits_status(
             StatusCode::TOO_MANY_REQUESTS,
-            &mut intermediary,
+            &intermediary,
             false
         ));
     }
 
     #[test]
-    fn a_marker_sent_by_a_server_is_removed_from_a_grpc_head_only() {
-        let mut grpc = head(&[
+    fn no_header_a_server_sends_can_claim_a_status_from_trailers() {
+        let h = head(&[
             ("content-type", "application/grpc"),
             ("grpc-status", "8"),
-            (GRPC_STATUS_FROM, "trailers"),
+            ("retry-budget-grpc-status-from", "trailers"),
         ]);
-        assert!(!awaits_status(StatusCode::OK, &mut grpc, false));
-        assert!(!grpc.contains_key(GRPC_STATUS_FROM));
-        let mut plain = head(&[
-            ("content-type", "text/plain"),
-            (GRPC_STATUS_FROM, "trailers"),
-        ]);
-        let before = plain.clone();
-        assert!(!awaits_status(StatusCode::OK, &mut plain, false));
-        assert_eq!(plain, before, "an HTTP head is untouched");
+        let signal = GrpcSignal.read(StatusCode::OK, &h, &Extensions::new());
+        assert_eq!(
+            signal.translation(),
+            Some("grpc-status 8 (RESOURCE_EXHAUSTED), no grpc-retry-pushback-ms")
+        );
     }
 
     #[test]
@@ -138,14 +126,15 @@ mod tests {
             ("grpc-retry-pushback-ms", "1000"),
             ("x", "z"),
         ]);
-        to_trailers_only(&mut h, &trailers);
+        let mut extensions = Extensions::new();
+        to_trailers_only(&mut h, &mut extensions, &trailers);
         assert_eq!(h["grpc-status"], "8");
         assert_eq!(h["grpc-message"], "slow down");
         assert_eq!(h["grpc-retry-pushback-ms"], "1000");
         assert_eq!(h.get_all("x").iter().collect::<Vec<_>>(), ["y", "z"]);
-        assert_eq!(h[GRPC_STATUS_FROM], GRPC_STATUS_FROM_TRAILERS);
+        assert!(extensions.get::<StatusFromTrailers>().is_some());
 
-        let signal = GrpcSignal.read(StatusCode::OK, &h);
+        let signal = GrpcSignal.read(StatusCode::OK, &h, &extensions);
         assert_eq!(signal.status(), 429);
         assert_eq!(
             signal.translation(),
@@ -162,8 +151,10 @@ mod tests {
         ] {
             let mut h = head(&[("content-type", "application/grpc")]);
             let before = h.clone();
-            to_trailers_only(&mut h, &trailers);
+            let mut extensions = Extensions::new();
+            to_trailers_only(&mut h, &mut extensions, &trailers);
             assert_eq!(h, before);
+            assert!(extensions.is_empty());
         }
     }
 }

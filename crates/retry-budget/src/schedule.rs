@@ -1,4 +1,4 @@
-//! The arithmetic model: given data replayed through the same [`Action`].
+//! The arithmetic model: given schedules run through the same [`Action`].
 //!
 //! A fixture document (see `tests/fixtures/B62-16-schedules.json`, whose
 //! `format` field explains every key) scripts, for each case, how long each
@@ -11,7 +11,7 @@
 //! pretending the deadline fired.
 //!
 //! ```
-//! use retry_budget::replay;
+//! use retry_budget::schedule;
 //!
 //! let doc = r#"{
 //!   "calendar_epoch": "Mon, 01 Jan 2024 12:00:00 GMT",
@@ -20,11 +20,11 @@
 //!   "cases": [{"id": "one", "attempts": [
 //!       {"duration_s": 2, "status": 429, "retry_after": "30"}]}]
 //! }"#;
-//! let fixture = replay::parse(doc)?;
-//! let result = replay::run_case(&fixture.cases[0]);
+//! let fixture = schedule::parse(doc)?;
+//! let result = schedule::run_case(&fixture.cases[0]);
 //! assert_eq!(result.to_json()["outcome"], "budget_exhausted");
 //! assert_eq!(result.to_json()["stopped_at_s"], 2.0);
-//! # Ok::<(), replay::ReplayError>(())
+//! # Ok::<(), schedule::FixtureError>(())
 //! ```
 
 use std::fmt;
@@ -35,7 +35,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::policy::Secs;
-use crate::{Action, Decision, Outcome, Policy, Report, RetryAfter};
+use crate::{retry_after::RetryAfter, Action, Decision, Outcome, Policy, Report};
 
 /// A parsed fixture document.
 #[derive(Debug, Clone)]
@@ -284,7 +284,7 @@ fn replay(case: &Case) -> Result<Report, InvalidData> {
 /// A fixture document that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ReplayError {
+pub enum FixtureError {
     /// Not JSON at all.
     #[error("not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
@@ -298,8 +298,8 @@ pub enum ReplayError {
     },
 }
 
-fn field_error(path: impl fmt::Display, message: impl fmt::Display) -> ReplayError {
-    ReplayError::Field {
+fn field_error(path: impl fmt::Display, message: impl fmt::Display) -> FixtureError {
+    FixtureError::Field {
         path: path.to_string(),
         message: message.to_string(),
     }
@@ -365,7 +365,7 @@ struct RawJump {
     by_s: f64,
 }
 
-fn typed<T: DeserializeOwned>(value: Value, path: &str) -> Result<T, ReplayError> {
+fn typed<T: DeserializeOwned>(value: Value, path: &str) -> Result<T, FixtureError> {
     serde_path_to_error::deserialize(value).map_err(|err| {
         let inner = err.path().to_string();
         let full = if inner == "." {
@@ -379,7 +379,7 @@ fn typed<T: DeserializeOwned>(value: Value, path: &str) -> Result<T, ReplayError
     })
 }
 
-fn seconds(value: f64, path: impl fmt::Display) -> Result<Duration, ReplayError> {
+fn seconds(value: f64, path: impl fmt::Display) -> Result<Duration, FixtureError> {
     Duration::try_from_secs_f64(value).map_err(|_| {
         field_error(
             path,
@@ -388,12 +388,12 @@ fn seconds(value: f64, path: impl fmt::Display) -> Result<Duration, ReplayError>
     })
 }
 
-fn date(text: &str, path: &str) -> Result<SystemTime, ReplayError> {
+fn date(text: &str, path: &str) -> Result<SystemTime, FixtureError> {
     httpdate::parse_http_date(text)
         .map_err(|_| field_error(path, format!("{text:?} is not an HTTP-date")))
 }
 
-fn policy(raw: Value, base: Policy, path: &str) -> Result<Policy, ReplayError> {
+fn policy(raw: Value, base: Policy, path: &str) -> Result<Policy, FixtureError> {
     let raw: RawPolicy = typed(raw, path)?;
     let mut builder = base.to_builder();
     if let Some(v) = raw.total_budget_s {
@@ -421,10 +421,10 @@ fn policy(raw: Value, base: Policy, path: &str) -> Result<Policy, ReplayError> {
 ///
 /// # Errors
 ///
-/// [`ReplayError::Json`] for text that is not JSON; [`ReplayError::Field`],
+/// [`FixtureError::Json`] for text that is not JSON; [`FixtureError::Field`],
 /// naming the case and the field, for a missing field, a wrong type, a
 /// negative duration, an invalid policy or date.
-pub fn parse(text: &str) -> Result<Fixture, ReplayError> {
+pub fn parse(text: &str) -> Result<Fixture, FixtureError> {
     let value: Value = serde_json::from_str(text)?;
     let doc: RawDoc = typed(value, "")?;
     let base = policy(doc.policy, Policy::default(), "policy")?;
@@ -447,7 +447,7 @@ fn parse_case(
     raw: Value,
     base: Policy,
     epoch: SystemTime,
-) -> Result<Case, ReplayError> {
+) -> Result<Case, FixtureError> {
     let path = match raw.get("id").and_then(Value::as_str) {
         Some(id) => format!("cases[{index}] ({id:?})"),
         None => format!("cases[{index}]"),
@@ -472,7 +472,7 @@ fn parse_case(
                 retry_after: a.retry_after,
             })
         })
-        .collect::<Result<_, ReplayError>>()?;
+        .collect::<Result<_, FixtureError>>()?;
     let leave_at = raw
         .leave_at_s
         .map(|v| seconds(v, format!("{path}.leave_at_s")))

@@ -73,7 +73,7 @@ struct Watch {
 
 impl Watch {
     fn trailers(self, trailers: &HeaderMap) {
-        let signal = GrpcSignal.read(StatusCode::OK, trailers);
+        let signal = GrpcSignal.read(StatusCode::OK, trailers, &http::Extensions::new());
         if signal.status() == StatusCode::OK.as_u16() {
             return;
         }

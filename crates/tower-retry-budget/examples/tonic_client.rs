@@ -26,8 +26,9 @@ use tonic::transport::Endpoint;
 use tonic::{Code, Status};
 use tower::{Service, ServiceBuilder};
 use tower_retry_budget::{
-    GrpcSignal, Idempotent, Policy, ReplayBody, ReplayBodyLayer, Report, ReportSlot,
-    RetryBudgetLayer,
+    replay::{ReplayBody, ReplayBodyLayer},
+    signal::GrpcSignal,
+    Idempotent, Policy, Report, ReportSlot, RetryBudgetLayer,
 };
 
 #[tokio::main]
