@@ -276,9 +276,12 @@ impl<S, B> Ctx<S, B> {
         if let Some(word) = should_retry {
             answer = answer.should_retry(word);
         }
-        // A layer below read the body: the service said its quota is used up.
-        if let Some(quota) = response.extensions().get::<QuotaExhausted>() {
-            answer = answer.quota(quota.code());
+        // A layer below read the body: the service said its quota is used
+        // up (only ever said of an error status; a success skips the look).
+        if status >= 400 {
+            if let Some(quota) = response.extensions().get::<QuotaExhausted>() {
+                answer = answer.quota(quota.code());
+            }
         }
         self.step(|action, now| action.respond(now, answer))
     }
