@@ -116,6 +116,25 @@ fn get_waits_what_retry_after_ms_asks() {
 }
 
 #[test]
+fn get_waits_what_an_openai_reset_duration_asks() {
+    let upstream = Upstream::start(|_, n| {
+        if n > 0 {
+            return Reply::status(200);
+        }
+        let reply = with(openai_429(RATE), "x-ratelimit-reset-requests", "1.5s");
+        with(reply, "x-ratelimit-reset-tokens", "250ms")
+    });
+    let url = format!("{}/v1/models", upstream.url());
+    let (output, _) = run_get(&[&url, "--preset", "openai", "--json"]);
+    let report = json_of(&output);
+    assert_eq!(report["outcome"], "success", "{report}");
+    assert_eq!(upstream.count(), 2);
+    let seen = upstream.seen();
+    let gap = seen[1].at.duration_since(seen[0].at);
+    assert!(gap >= Duration::from_millis(1500), "{gap:?}");
+}
+
+#[test]
 fn get_stops_at_once_when_a_reset_duration_exceeds_the_budget() {
     let upstream = Upstream::start(|_, _| {
         let reply = with(openai_429(RATE), "x-ratelimit-reset-requests", "1s");
