@@ -490,3 +490,28 @@ async fn trailers_and_frames_are_given_back_as_received() {
     assert_eq!(collected.trailers().unwrap()["x-t"], "1");
     assert_eq!(collected.to_bytes(), RATE.as_bytes());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_body_of_endless_empty_frames_is_not_waited_for() {
+    let inner = service_fn(|_: Request<()>| async {
+        let frames: std::pin::Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send>> = Box::pin(
+            futures_util::stream::repeat_with(|| Ok(http_body::Frame::data(Bytes::new()))),
+        );
+        let res = Response::builder()
+            .status(429)
+            .header("content-type", "application/json")
+            .body(StreamBody::new(frames))
+            .unwrap();
+        Ok::<_, Infallible>(res)
+    });
+    let policy = Policy::builder().max_attempts(1).build().unwrap();
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(policy))
+        .layer(QuotaLayer::openai())
+        .service(inner);
+    let started = Instant::now();
+    let response = client.oneshot(Request::new(())).await.unwrap();
+    assert_eq!(started.elapsed(), S(0));
+    let report = response.extensions().get::<Report>().unwrap();
+    assert_eq!(report.outcome, Outcome::AttemptsExhausted);
+}

@@ -79,6 +79,10 @@ impl<F, B: Body> QuotaFuture<F, B> {
     }
 }
 
+/// The most frames the read holds: a body that sends more (of at most
+/// `max_body` bytes in all) is passed on unclassified.
+const MAX_FRAMES: usize = 1024;
+
 /// What one poll of the body came to.
 enum Step<E> {
     /// Keep reading.
@@ -204,7 +208,9 @@ fn take<D: Buf, E>(
             // A buffer in several pieces (never the case for `Bytes`)
             // is not read: the body is passed on unclassified.
             let contiguous = data.chunk().len() == data.remaining();
-            let fits = copy.len().saturating_add(data.remaining()) <= max_body;
+            // A body of endless empty frames is not waited for either.
+            let fits = copy.len().saturating_add(data.remaining()) <= max_body
+                && held.len() < MAX_FRAMES;
             if contiguous && fits {
                 copy.extend_from_slice(data.chunk());
             }
