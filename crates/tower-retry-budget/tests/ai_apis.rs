@@ -494,9 +494,10 @@ async fn trailers_and_frames_are_given_back_as_received() {
 #[tokio::test(start_paused = true)]
 async fn a_body_of_endless_empty_frames_is_not_waited_for() {
     let inner = service_fn(|_: Request<()>| async {
-        let frames: std::pin::Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send>> = Box::pin(
-            futures_util::stream::repeat_with(|| Ok(http_body::Frame::data(Bytes::new()))),
-        );
+        let frames: std::pin::Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send>> =
+            Box::pin(futures_util::stream::repeat_with(|| {
+                Ok(http_body::Frame::data(Bytes::new()))
+            }));
         let res = Response::builder()
             .status(429)
             .header("content-type", "application/json")

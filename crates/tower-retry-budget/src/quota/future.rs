@@ -209,8 +209,8 @@ fn take<D: Buf, E>(
             // is not read: the body is passed on unclassified.
             let contiguous = data.chunk().len() == data.remaining();
             // A body of endless empty frames is not waited for either.
-            let fits = copy.len().saturating_add(data.remaining()) <= max_body
-                && held.len() < MAX_FRAMES;
+            let fits =
+                copy.len().saturating_add(data.remaining()) <= max_body && held.len() < MAX_FRAMES;
             if contiguous && fits {
                 copy.extend_from_slice(data.chunk());
             }
