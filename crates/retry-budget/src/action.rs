@@ -955,6 +955,12 @@ impl Action {
     }
 
     fn push(&mut self, at: Duration, kind: EventKind) {
+        if self.events.capacity() == 0 {
+            // Room for the three events most actions have (a first answer:
+            // started, response, stopped; a first 429: started, response,
+            // wait planned), not `Vec`'s default four.
+            self.events.reserve_exact(3);
+        }
         self.events.push(Event {
             at,
             remaining_budget: self.policy.total_budget().saturating_sub(at),

@@ -1,25 +1,20 @@
 //! [`Trail`]: where an action keeps its events.
 //!
-//! Most actions are short: a first attempt that answers is three events
-//! (started, response, stopped), and an action waiting for its first retry
-//! is three too (started, response, wait planned). Those are kept inline,
-//! in the [`Action`](crate::Action) and then in its [`Report`](crate::Report),
-//! so that an action that needed no retry allocates nothing for its trail;
-//! a longer trail moves to the heap. The inline buffer is `smallvec`'s; this
-//! type only keeps that choice out of the public API (it reads as a slice).
+//! The events live on the heap, in one `Vec` whose first push reserves
+//! room for three (a first attempt that answers is three events: started,
+//! response, stopped; a first 429 too: started, response, wait planned). Kept inline, three events made the
+//! [`Action`](crate::Action) and its [`Report`](crate::Report) several
+//! hundred bytes larger, and the copies of those moves cost more than the
+//! one allocation (`BENCHMARKS.md` has the measurement). This type keeps
+//! that choice out of the public API: it reads as a slice.
 
 use std::fmt;
 use std::ops::Deref;
 
-use smallvec::SmallVec;
-
 use crate::trail::Event;
 
-/// Events kept inline before the trail moves to the heap.
-const INLINE: usize = 3;
-
 /// The events of an action, as the [`Action`](crate::Action) keeps them.
-pub(crate) type Events = SmallVec<[Event; INLINE]>;
+pub(crate) type Events = Vec<Event>;
 
 /// The trail of an action: its [`Event`]s in order. Reads as a slice
 /// (`Deref<Target = [Event]>`); built from a `Vec<Event>` or an iterator.
@@ -56,7 +51,7 @@ impl Trail {
 
     /// The events, as a `Vec`.
     pub fn into_vec(self) -> Vec<Event> {
-        self.0.into_vec()
+        self.0
     }
 
     /// Appends an event.
@@ -89,7 +84,7 @@ impl fmt::Debug for Trail {
 
 impl From<Vec<Event>> for Trail {
     fn from(events: Vec<Event>) -> Self {
-        Self(SmallVec::from_vec(events))
+        Self(events)
     }
 }
 
@@ -116,7 +111,7 @@ impl<'a> IntoIterator for &'a Trail {
 
 impl IntoIterator for Trail {
     type Item = Event;
-    type IntoIter = smallvec::IntoIter<[Event; INLINE]>;
+    type IntoIter = std::vec::IntoIter<Event>;
 
     fn into_iter(self) -> Self::IntoIter {
         self.0.into_iter()
