@@ -8,6 +8,8 @@
 //!   → classify::trace_layer()     (tower-http's TraceLayer, shown with --verbose)
 //!   → DecompressionLayer          (gzip)
 //!   → RetryBudgetLayer            (the budget)
+//!   → QuotaLayer                  (--preset openai: a 429's JSON body read
+//!                                  for insufficient_quota; otherwise untouched)
 //!   → hyper_util::client::legacy::Client (HTTP, or HTTPS through rustls)
 //! ```
 //!
@@ -48,7 +50,8 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    calendar::UntrustedCalendar, classify, Error, ErrorKind, Idempotent, RetryBudgetLayer,
+    calendar::UntrustedCalendar, classify, quota::QuotaLayer, Error, ErrorKind, Idempotent,
+    RetryBudgetLayer,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -290,12 +293,13 @@ pub async fn fetch_to(
         let budget = options
             .signals
             .apply(RetryBudgetLayer::new(policy).observer(progress));
-        send(request, tls, sensitive, budget).await
+        send(request, tls, sensitive, budget, options.signals.quota()).await
     } else {
         let budget = RetryBudgetLayer::new(policy)
             .calendar(UntrustedCalendar)
             .observer(progress);
-        send(request, tls, sensitive, options.signals.apply(budget)).await
+        let budget = options.signals.apply(budget);
+        send(request, tls, sensitive, budget, options.signals.quota()).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();
@@ -389,6 +393,7 @@ async fn send(
     tls: Arc<rustls::ClientConfig>,
     sensitive: Vec<HeaderName>,
     budget: RetryBudgetLayer,
+    quota: QuotaLayer,
 ) -> (
     tokio::time::Instant,
     Result<Response<Body>, Error<hyper_util::client::legacy::Error>>,
@@ -404,6 +409,7 @@ async fn send(
         .layer(classify::trace_layer())
         .layer(DecompressionLayer::new())
         .layer(budget)
+        .layer(quota)
         .service(client);
     let origin = tokio::time::Instant::now();
     let result = service.oneshot(request).await;

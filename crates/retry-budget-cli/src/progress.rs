@@ -375,6 +375,34 @@ impl Progress {
                 ),
                 None,
             ),
+            EventKind::RetryAfterMs {
+                attempt: n,
+                raw,
+                reading,
+            } => (
+                format!("{at} {}: retry-after-ms {raw} ({reading})", attempt(*n)),
+                None,
+            ),
+            EventKind::ShouldRetry {
+                attempt: n,
+                header,
+                raw,
+                says,
+            } => {
+                let what = match says {
+                    Some(false) => "the server says not to retry",
+                    Some(true) => "changes nothing",
+                    None => "neither true nor false: ignored",
+                };
+                (format!("{at} {}: {header}: {raw} ({what})", attempt(*n)), None)
+            }
+            EventKind::QuotaExhausted { attempt: n, code } => (
+                format!(
+                    "{at} {}: the body says the quota is used up ({code}): not retried",
+                    attempt(*n)
+                ),
+                None,
+            ),
             EventKind::Stopped { outcome } => (format!("{at} stopped: {outcome}"), Some(None)),
             // A kind newer than this program.
             other => (format!("{at} {other:?}"), None),

@@ -1,5 +1,6 @@
 //! The flags for the signals a rate-limited server sends besides
-//! `Retry-After`: reset headers and the spread. One clap `Args`
+//! `Retry-After`: reset headers, the spread, and the presets for AI APIs
+//! (`--preset openai|anthropic`). One clap `Args`
 //! struct, flattened into every command that sends requests through the
 //! layer (`get`, and the proxy), so that they all read the same flags the
 //! same way.
@@ -13,26 +14,49 @@ use std::time::Duration;
 use http::HeaderName;
 use retry_budget::{reset::ResetFormat, Policy};
 use tower_retry_budget::{
+    quota::QuotaLayer,
     signal::{HttpSignal, ResetSignal},
     RetryBudgetLayer,
 };
 
 use crate::duration_arg;
 
-/// `--ratelimit-fields`, `--reset-header NAME=seconds|unix`,
+/// An API whose signals a preset reads (what each reads is in the
+/// `--preset` help; the variants carry no doc comment so that clap lists
+/// them as `[possible values: openai, anthropic]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    // `ResetSignal::openai`, `QuotaLayer::openai`.
+    Openai,
+    // `ResetSignal::anthropic`.
+    Anthropic,
+}
+
+/// `--preset openai|anthropic`, `--ratelimit-fields`,
+/// `--reset-header NAME=seconds|unix|duration|rfc3339`,
 /// `--reset-max-interval DURATION`, `--spread DURATION`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SignalArgs {
+    /// Read everything this API sends besides Retry-After: `openai`
+    /// (retry-after-ms, x-should-retry, x-ratelimit-reset-requests and
+    /// -tokens as Go durations, a 429 whose JSON body says
+    /// insufficient_quota: not retried, category quota) or `anthropic`
+    /// (retry-after-ms, x-should-retry, anthropic-ratelimit-requests-,
+    /// -tokens-, -input-tokens- and -output-tokens-reset as RFC 3339 times).
+    /// Never makes a write retryable.
+    #[arg(long, value_name = "API", value_enum)]
+    pub preset: Option<Preset>,
     /// Read the IETF draft rate-limit fields when Retry-After is missing or
     /// shorter: `RateLimit` (`t=` or `reset=`) and `RateLimit-Reset` (delta
     /// seconds). Read on a retried status only; a reset header never
     /// shortens a valid Retry-After.
     #[arg(long)]
     pub ratelimit_fields: bool,
-    /// Read another reset header, as delta `seconds` or a `unix` time (e.g.
-    /// `x-ratelimit-reset=unix`; a Unix time needs the trusted calendar
-    /// clock). Repeatable.
-    #[arg(long = "reset-header", value_name = "NAME=seconds|unix", value_parser = parse_reset_header)]
+    /// Read another reset header, as delta `seconds`, a `unix` time, a
+    /// Go-style `duration` (`1s`, `6m0s`) or an `rfc3339` time (e.g.
+    /// `x-ratelimit-reset=unix`; a Unix or RFC 3339 time needs the trusted
+    /// calendar clock). Repeatable.
+    #[arg(long = "reset-header", value_name = "NAME=seconds|unix|duration|rfc3339", value_parser = parse_reset_header)]
     pub reset_headers: Vec<ResetHeaderArg>,
     /// Ignore (and record) a reset header asking for longer than this.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
@@ -74,6 +98,11 @@ impl SignalArgs {
     /// more than it without a reset flag).
     pub fn signal<G>(&self, inner: G) -> ResetSignal<G> {
         let mut signal = ResetSignal::wrapping(inner);
+        match self.preset {
+            Some(Preset::Openai) => signal = signal.with_openai(),
+            Some(Preset::Anthropic) => signal = signal.with_anthropic(),
+            None => {}
+        }
         if self.ratelimit_fields {
             signal = signal.ratelimit_fields();
         }
@@ -87,24 +116,51 @@ impl SignalArgs {
     }
 
     /// The layer reading the flags' reset headers on top of plain HTTP
-    /// (for gRPC: `layer.signal(args.signal(GrpcSignal))`).
+    /// (for gRPC: `layer.signal(args.signal(GrpcSignal))`). With a preset
+    /// whose API sends its quota in the body, every attempt carries its
+    /// deadline, for the [`quota`](Self::quota) layer below.
     pub fn apply(&self, layer: RetryBudgetLayer) -> RetryBudgetLayer {
-        layer.signal(self.signal(HttpSignal))
+        let layer = layer.signal(self.signal(HttpSignal));
+        if self.quota().codes().next().is_some() {
+            layer.attempt_deadlines()
+        } else {
+            layer
+        }
+    }
+
+    /// Whether any flag asks for more than the layer's default reading.
+    pub fn reads_any(&self) -> bool {
+        self.preset.is_some()
+            || self.ratelimit_fields
+            || !self.reset_headers.is_empty()
+            || self.reset_max_interval.is_some()
+    }
+
+    /// The layer below the retry layer that reads a retried status's JSON
+    /// body for a quota used up: OpenAI's codes with `--preset openai`,
+    /// none otherwise (then it passes every response on untouched).
+    pub fn quota(&self) -> QuotaLayer {
+        match self.preset {
+            Some(Preset::Openai) => QuotaLayer::openai(),
+            Some(Preset::Anthropic) | None => QuotaLayer::new(std::iter::empty::<&str>()),
+        }
     }
 }
 
 fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
-    let (name, format) = text
-        .split_once('=')
-        .ok_or_else(|| format!("expected NAME=seconds or NAME=unix, not {text:?}"))?;
+    let (name, format) = text.split_once('=').ok_or_else(|| {
+        format!("expected NAME=seconds, NAME=unix, NAME=duration or NAME=rfc3339, not {text:?}")
+    })?;
     let name = HeaderName::from_bytes(name.trim().as_bytes())
         .map_err(|_| format!("{:?} is not a valid header name", name.trim()))?;
     let format = match format.trim() {
         "seconds" => ResetFormat::Seconds,
         "unix" => ResetFormat::Unix,
+        "duration" => ResetFormat::Duration,
+        "rfc3339" => ResetFormat::Rfc3339,
         other => {
             return Err(format!(
-                "the format of {name} must be seconds or unix, not {other:?}"
+                "the format of {name} must be seconds, unix, duration or rfc3339, not {other:?}"
             ))
         }
     };
@@ -185,11 +241,11 @@ mod tests {
         for (list, expected) in [
             (
                 &["--reset-header", "x-reset"][..],
-                "expected NAME=seconds or NAME=unix",
+                "expected NAME=seconds, NAME=unix, NAME=duration or NAME=rfc3339",
             ),
             (
                 &["--reset-header", "x-reset=millis"][..],
-                "must be seconds or unix",
+                "must be seconds, unix, duration or rfc3339",
             ),
             (
                 &["--reset-header", "bad name=unix"][..],

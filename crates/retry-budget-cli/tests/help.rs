@@ -49,7 +49,7 @@ fn get_and_proxy_show_the_shared_flags_identically() {
     let get = shared_section(&help("get"));
     let proxy = shared_section(&help("proxy"));
     assert_eq!(get, proxy);
-    assert_eq!(get.len(), 10, "{get:#?}");
+    assert_eq!(get.len(), 11, "{get:#?}");
     for flag in [
         "--budget <DURATION>",
         "--max-attempts <N>",
@@ -57,6 +57,7 @@ fn get_and_proxy_show_the_shared_flags_identically() {
         "--min-wait <DURATION>",
         "--untrusted-clock",
         "--cacert <FILE>",
+        "--preset <API>",
         "--ratelimit-fields",
         "--reset-header",
         "--reset-max-interval <DURATION>",

@@ -194,6 +194,9 @@ fn a_bad_reset_header_flag_is_a_usage_error_with_nothing_sent() {
     let output = get(&[&server.url(), "--reset-header", "x-ratelimit-reset=millis"]);
     assert_eq!(output.status.code(), Some(2));
     let err = String::from_utf8_lossy(&output.stderr);
-    assert!(err.contains("must be seconds or unix"), "{err}");
+    assert!(
+        err.contains("must be seconds, unix, duration or rfc3339"),
+        "{err}"
+    );
     assert_eq!(server.count(), 0);
 }

@@ -83,7 +83,8 @@ use std::time::{Duration, SystemTime};
 use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
 use crate::trail_store::{Events, Trail};
 use crate::{
-    reset::{ResetHeaders, ResetReading},
+    api_signals::RetryAfterMs,
+    reset::{ResetHeaders, ResetIgnored, ResetReading},
     retry_after::{Asked, RetryAfter},
     Answer, Jitter, Outcome, Policy, Report,
 };
@@ -349,8 +350,9 @@ impl Action {
     /// [spread](crate::PolicyBuilder::spread) is added on top of a server's
     /// delay.
     ///
-    /// Stop reasons, in order: a status not retried, a retry forbidden by
-    /// the server, no attempts left, a request that cannot be sent again, a
+    /// Stop reasons, in order: a status not retried, a quota used up, a
+    /// retry forbidden by the server (or its `x-should-retry: false`), no
+    /// attempts left, a request that cannot be sent again, a
     /// date with no trusted clock, a reservation that does not fit.
     pub fn respond(&mut self, now: Duration, answer: Answer<'_>) -> Decision {
         let Answer {
@@ -361,6 +363,9 @@ impl Action {
             forbidden,
             translated_from,
             replayable,
+            retry_after_ms,
+            should_retry,
+            quota,
         } = answer;
         let now = self.observe(now);
         let Phase::InFlight { started } = self.phase else {
@@ -391,7 +396,14 @@ impl Action {
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
         let asked = if retried || status == 429 {
-            self.server_asked(now, retried, retry_after, reset_headers.as_ref(), calendar)
+            self.server_asked(
+                now,
+                retried,
+                retry_after,
+                retry_after_ms.as_ref(),
+                reset_headers.as_ref(),
+                calendar,
+            )
         } else {
             ServerAsked::Nothing
         };
@@ -406,6 +418,25 @@ impl Action {
 
         if !retried {
             return self.stop(now, Outcome::of_final_status(status));
+        }
+        let attempt = self.attempts_started;
+        if let Some(code) = quota {
+            self.push(now, EventKind::QuotaExhausted { attempt, code });
+            return self.stop(now, Outcome::NotRetryable);
+        }
+        let mut forbidden = forbidden;
+        if let Some(word) = should_retry {
+            let (header, raw, says) = word.into_parts();
+            forbidden |= says == Some(false);
+            self.push(
+                now,
+                EventKind::ShouldRetry {
+                    attempt,
+                    header,
+                    raw,
+                    says,
+                },
+            );
         }
         if forbidden {
             self.push(
@@ -463,15 +494,18 @@ impl Action {
         self.decision()
     }
 
-    /// What the server asked in this response: `Retry-After` (the longest
-    /// valid value) and the reset headers, compared as waits at receipt,
-    /// the longest counting. Records the details in the trail for a
-    /// retried status: a repeated field, lenient dates, every reset value.
+    /// What the server asked in this response: `Retry-After` and
+    /// `retry-after-ms` (the longest valid value of all, as one repeated
+    /// field) and the reset headers, compared as waits at receipt, the
+    /// longest counting. Records the details in the trail for a retried
+    /// status: a repeated field, lenient dates, every `retry-after-ms` and
+    /// reset value.
     fn server_asked(
         &mut self,
         now: Duration,
         record: bool,
         retry_after: &RetryAfter,
+        retry_after_ms: Option<&RetryAfterMs>,
         reset_headers: Option<&ResetHeaders>,
         calendar: Option<SystemTime>,
     ) -> ServerAsked {
@@ -509,6 +543,47 @@ impl Action {
                 from: DelaySource::RetryAfter,
             },
         };
+        if let Some(ms) = retry_after_ms {
+            // Longer than a valid Retry-After (or the only valid delay):
+            // counts. A date no clock can measure stays unmeasurable.
+            let used = ms.longest().filter(|wait| match asked {
+                ServerAsked::Nothing => true,
+                ServerAsked::Wait { requested, .. } => *wait > requested,
+                ServerAsked::Unmeasurable => false,
+            });
+            if let Some(requested) = used {
+                asked = ServerAsked::Wait {
+                    requested,
+                    from: DelaySource::RetryAfter,
+                };
+            }
+            if record {
+                let mut marked = false;
+                for value in ms.values() {
+                    let reading = match value.wait() {
+                        Some(wait) => {
+                            let counted = !marked && used == Some(wait);
+                            marked |= counted;
+                            ResetRead::Wait {
+                                wait,
+                                used: counted,
+                            }
+                        }
+                        None => ResetRead::Ignored {
+                            why: ResetIgnored::Malformed,
+                        },
+                    };
+                    self.push(
+                        now,
+                        EventKind::RetryAfterMs {
+                            attempt,
+                            raw: value.raw().into(),
+                            reading,
+                        },
+                    );
+                }
+            }
+        }
         let Some(headers) = reset_headers else {
             return asked;
         };

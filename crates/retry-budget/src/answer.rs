@@ -10,6 +10,7 @@
 
 use std::time::SystemTime;
 
+use crate::api_signals::{RetryAfterMs, ShouldRetry};
 use crate::{reset::ResetHeaders, retry_after::RetryAfter};
 
 /// Everything one response tells the action; see
@@ -54,6 +55,9 @@ pub struct Answer<'a> {
     pub(crate) forbidden: bool,
     pub(crate) translated_from: Option<String>,
     pub(crate) replayable: bool,
+    pub(crate) retry_after_ms: Option<RetryAfterMs>,
+    pub(crate) should_retry: Option<ShouldRetry>,
+    pub(crate) quota: Option<Box<str>>,
 }
 
 impl<'a> Answer<'a> {
@@ -70,7 +74,95 @@ impl<'a> Answer<'a> {
             forbidden: false,
             translated_from: None,
             replayable: true,
+            retry_after_ms: None,
+            should_retry: None,
+            quota: None,
         }
+    }
+
+    /// The response's `retry-after-ms` values (see [`RetryAfterMs`]):
+    /// counted with `Retry-After` as one repeated field, the longest valid
+    /// wait counting. Read only if the status is one the policy retries
+    /// (or a `429`, for the shared hold-off), as `Retry-After` is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::api_signals::RetryAfterMs;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Decision, Policy};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let two = RetryAfter::parse("2");
+    /// let answer = Answer::new(429, &two)
+    ///     .retry_after_ms(RetryAfterMs::parse("2500"));
+    /// // 2.5 s, never the shorter 2 s.
+    /// assert_eq!(
+    ///     action.respond(Duration::from_secs(1), answer),
+    ///     Decision::WaitUntil(Duration::from_millis(3500))
+    /// );
+    /// ```
+    #[inline]
+    pub fn retry_after_ms(mut self, values: RetryAfterMs) -> Self {
+        self.retry_after_ms = (!values.is_empty()).then_some(values);
+        self
+    }
+
+    /// The server's explicit word on retrying this response (see
+    /// [`ShouldRetry`]): `false` forbids the retry of a status the policy
+    /// retries, as [`forbidden`](Self::forbidden) does, with the header
+    /// named in the trail; `true` changes nothing.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::api_signals::ShouldRetry;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Decision, Outcome, Policy};
+    ///
+    /// let missing = RetryAfter::Missing;
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let answer = Answer::new(429, &missing).should_retry(ShouldRetry::parse("x-should-retry", b"false"));
+    /// assert_eq!(action.respond(Duration::from_secs(1), answer), Decision::Stop(Outcome::NotRetryable));
+    ///
+    /// // `true` never makes a status the policy does not retry retryable.
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let answer = Answer::new(500, &missing).should_retry(ShouldRetry::parse("x-should-retry", b"true"));
+    /// assert_eq!(action.respond(Duration::from_secs(1), answer), Decision::Stop(Outcome::NotRetryable));
+    /// ```
+    #[inline]
+    pub fn should_retry(mut self, word: ShouldRetry) -> Self {
+        self.should_retry = Some(word);
+        self
+    }
+
+    /// The response says the account's quota is used up (`code`, as the
+    /// service named it: OpenAI's `insufficient_quota`), although its
+    /// status is one the policy retries (OpenAI sends it as `429`): a retry
+    /// can never succeed. The action stops as
+    /// [`Outcome::NotRetryable`](crate::Outcome::NotRetryable), its
+    /// report's [category](crate::Report::category) is
+    /// [`Quota`](crate::Category::Quota), and the trail records
+    /// [`EventKind::QuotaExhausted`](crate::trail::EventKind::QuotaExhausted).
+    /// Checked right after the status, before a forbidden retry.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Category, Decision, Outcome, Policy};
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let one = RetryAfter::parse("1");
+    /// let answer = Answer::new(429, &one).quota("insufficient_quota");
+    /// assert_eq!(action.respond(Duration::from_secs(1), answer), Decision::Stop(Outcome::NotRetryable));
+    /// assert_eq!(action.report().unwrap().category(), Some(Category::Quota));
+    /// ```
+    #[inline]
+    pub fn quota(mut self, code: impl Into<Box<str>>) -> Self {
+        self.quota = Some(code.into());
+        self
     }
 
     /// The trusted calendar time at receipt (`None`, the default, when there

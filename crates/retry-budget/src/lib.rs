@@ -23,7 +23,8 @@
 //! The root holds what every user needs (the [`Action`], its [`Policy`],
 //! what a response tells it as an [`Answer`], its [`Decision`]s and the
 //! final [`Report`]); each reading has a module of its own: [`retry_after`],
-//! [`http_date`], [`reset`], the [`trail`] of events, the client-wide
+//! [`http_date`], [`reset`], what AI APIs send besides them
+//! ([`api_signals`]), the [`trail`] of events, the client-wide
 //! [`ratio`] budget, the policy's [`defaults`].
 //!
 //! | file | job |
@@ -32,6 +33,7 @@
 //! | `retry_after.rs` | parsing `Retry-After` |
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
+//! | `api_signals.rs` | `retry-after-ms` and `x-should-retry` (OpenAI, Anthropic) |
 //! | `action.rs` | the budget rule (the state machine) |
 //! | `answer.rs` | what one response tells the action, in one value |
 //! | `trail.rs` | the events of the trail |
@@ -68,6 +70,7 @@
 mod action;
 mod after_data;
 mod answer;
+pub mod api_signals;
 mod category;
 pub mod http_date;
 mod outcome;

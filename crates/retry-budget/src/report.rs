@@ -133,6 +133,8 @@ impl Report {
     /// model's `invalid_data`), otherwise what kind of failure or ending it
     /// was, from the outcome and the last status. A `held_off` action sent
     /// nothing, but the service had asked the client to wait: `rate_limit`.
+    /// A retried status that said the quota is used up
+    /// ([`Answer::quota`](crate::Answer::quota)): `quota`.
     pub fn category(&self) -> Option<Category> {
         match self.outcome {
             Outcome::Success | Outcome::InvalidData => None,
@@ -140,6 +142,7 @@ impl Report {
             Outcome::AttemptTimeout => Some(Category::Timeout),
             Outcome::TransportError => Some(Category::Transport),
             Outcome::HeldOff => Some(Category::RateLimit),
+            Outcome::NotRetryable if self.quota_code().is_some() => Some(Category::Quota),
             Outcome::NotRetryable
             | Outcome::BudgetExhausted
             | Outcome::AttemptsExhausted
@@ -147,6 +150,19 @@ impl Report {
             | Outcome::RetryThrottled
             | Outcome::NotReplayable => self.last_status.and_then(Category::of_status),
         }
+    }
+
+    /// The quota code of the last response, if it said the quota is used
+    /// up ([`EventKind::QuotaExhausted`], just before the stop).
+    fn quota_code(&self) -> Option<&str> {
+        self.events
+            .iter()
+            .rev()
+            .take(2)
+            .find_map(|event| match &event.kind {
+                EventKind::QuotaExhausted { code, .. } => Some(&**code),
+                _ => None,
+            })
     }
 
     /// The report as JSON, with the visible status under `message` and the
@@ -169,6 +185,10 @@ impl Report {
         match self.outcome {
             Outcome::Success => "Finished: the service answered.".into(),
             Outcome::NotRetryable if self.failed_after_data() => "Failed after the answer began: the service ended it with an error status (not retried once an answer has begun).".into(),
+            Outcome::NotRetryable if self.quota_code().is_some() => format!(
+                "Stopped: the service says the quota is used up ({}); retrying will not help.",
+                self.quota_code().unwrap_or_default()
+            ),
             Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),
@@ -274,6 +294,10 @@ impl Report {
                     reading: ResetRead::Wait { wait, used: true },
                     ..
                 } => return Some((header, *wait)),
+                EventKind::RetryAfterMs {
+                    reading: ResetRead::Wait { wait, used: true },
+                    ..
+                } => return Some((crate::api_signals::RETRY_AFTER_MS, *wait)),
                 _ => {}
             }
         }

@@ -24,16 +24,39 @@ pub enum ResetFormat {
     /// exhausted and the longest of their waits counts; without a `0`, the
     /// longest listed wait counts.
     RateLimit,
+    /// A Go-style duration until the reset (OpenAI's
+    /// `x-ratelimit-reset-requests: 1s`, `x-ratelimit-reset-tokens: 6m0s`):
+    /// one or more decimal numbers, each with an optional fraction and a
+    /// unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), as `12ms`, `1.5s`,
+    /// `1h2m3s`; a bare `0` is zero. No sign: a negative wait is malformed.
+    /// A value too long for a [`Duration`] saturates.
+    Duration,
+    /// An RFC 3339 date-time when the limit resets (Anthropic's
+    /// `anthropic-ratelimit-requests-reset: 2026-12-01T18:00:00Z`), with
+    /// `Z` or a numeric offset, an optional fraction of a second, and a
+    /// leap second (`:60`, read as the next minute's start): needs the
+    /// trusted calendar reading at receipt, as [`ResetFormat::Unix`].
+    Rfc3339,
 }
 
 impl ResetFormat {
-    /// The `snake_case` name: `seconds`, `unix`, `rate_limit`.
+    /// The `snake_case` name: `seconds`, `unix`, `rate_limit`,
+    /// `duration`, `rfc3339`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Seconds => "seconds",
             Self::Unix => "unix",
             Self::RateLimit => "rate_limit",
+            Self::Duration => "duration",
+            Self::Rfc3339 => "rfc3339",
         }
+    }
+
+    /// Whether a value in this format is a calendar time, which needs the
+    /// trusted calendar reading at receipt ([`ResetFormat::Unix`],
+    /// [`ResetFormat::Rfc3339`]).
+    pub const fn is_calendar_time(self) -> bool {
+        matches!(self, Self::Unix | Self::Rfc3339)
     }
 }
 
@@ -60,9 +83,10 @@ impl fmt::Display for ResetFormat {
 /// * they are used when `Retry-After` is missing or invalid, and when both
 ///   are present the **longer** wait wins: a reset header never shortens a
 ///   valid `Retry-After`;
-/// * a [`ResetFormat::Unix`] value needs the trusted calendar reading at
-///   receipt, and is ignored without one; a time in the past is a zero
-///   wait (then the local floor), as for a past `Retry-After` date;
+/// * a calendar time ([`ResetFormat::Unix`], [`ResetFormat::Rfc3339`])
+///   needs the trusted calendar reading at receipt, and is ignored without
+///   one; a time in the past is a zero wait (then the local floor), as for
+///   a past `Retry-After` date;
 /// * a malformed value, or one longer than the optional maximum interval
 ///   (as Envoy's `max_interval`), is ignored;
 /// * every value read is recorded in the trail
@@ -130,7 +154,8 @@ pub enum ResetReading {
 pub enum ResetIgnored {
     /// Not in its format.
     Malformed,
-    /// A Unix time, and no trusted calendar reading to measure it.
+    /// A calendar time (Unix or RFC 3339), and no trusted calendar reading
+    /// to measure it.
     NoTrustedCalendar,
     /// Longer than the configured maximum interval.
     OverMaxInterval,
@@ -140,7 +165,7 @@ impl fmt::Display for ResetIgnored {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Malformed => "malformed",
-            Self::NoTrustedCalendar => "a Unix time needs a trusted calendar clock",
+            Self::NoTrustedCalendar => "a calendar time needs a trusted calendar clock",
             Self::OverMaxInterval => "longer than the maximum interval",
         })
     }
@@ -171,10 +196,10 @@ impl ResetHeaders {
     }
 
     /// Whether reading these values needs the calendar reading at receipt
-    /// (a [`ResetFormat::Unix`] value): a caller reads its calendar clock
-    /// only then.
+    /// (a [`ResetFormat::Unix`] or [`ResetFormat::Rfc3339`] value): a
+    /// caller reads its calendar clock only then.
     pub fn needs_calendar(&self) -> bool {
-        self.values.iter().any(|v| v.format == ResetFormat::Unix)
+        self.values.iter().any(|v| v.format.is_calendar_time())
     }
 
     /// The maximum interval, if any.
@@ -183,7 +208,8 @@ impl ResetHeaders {
     }
 
     /// Every value with its reading at receipt; `calendar` is the trusted
-    /// calendar reading (needed by [`ResetFormat::Unix`]).
+    /// calendar reading (needed by [`ResetFormat::Unix`] and
+    /// [`ResetFormat::Rfc3339`]).
     pub fn read(
         &self,
         calendar: Option<SystemTime>,
@@ -214,7 +240,180 @@ fn read_value(value: &ResetValue, calendar: Option<SystemTime>) -> Result<Durati
             Ok(Duration::from_secs(at).saturating_sub(now))
         }
         ResetFormat::RateLimit => rate_limit(raw).map(Duration::from_secs),
+        ResetFormat::Duration => go_duration(raw),
+        ResetFormat::Rfc3339 => {
+            let at = rfc3339(raw)?;
+            let now = calendar.ok_or(ResetIgnored::NoTrustedCalendar)?;
+            Ok(at.duration_since(now).unwrap_or(Duration::ZERO))
+        }
     }
+}
+
+/// A Go-style duration (see [`ResetFormat::Duration`]), saturating.
+/// Hand-written: humantime reads neither fractions (`1.5s`) nor `µs`, and
+/// accepts spaces and units (`min`, `sec`, days) Go never writes.
+fn go_duration(raw: &[u8]) -> Result<Duration, ResetIgnored> {
+    if raw == b"0" {
+        return Ok(Duration::ZERO);
+    }
+    if raw.is_empty() {
+        return Err(ResetIgnored::Malformed);
+    }
+    let mut rest = raw;
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let whole_len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (whole, after) = rest.split_at(whole_len);
+        let (fraction, after) = match after.strip_prefix(b".") {
+            Some(after) => {
+                let len = after.iter().take_while(|b| b.is_ascii_digit()).count();
+                after.split_at(len)
+            }
+            None => (&[][..], after),
+        };
+        if whole.is_empty() && fraction.is_empty() {
+            return Err(ResetIgnored::Malformed);
+        }
+        let unit_len = after
+            .iter()
+            .take_while(|b| !b.is_ascii_digit() && **b != b'.')
+            .count();
+        let (unit, after) = after.split_at(unit_len);
+        let nanos_per: u128 = match unit {
+            b"ns" => 1,
+            // `µs` with U+00B5 MICRO SIGN or U+03BC GREEK SMALL LETTER MU.
+            b"us" | b"\xc2\xb5s" | b"\xce\xbcs" => 1_000,
+            b"ms" => 1_000_000,
+            b"s" => 1_000_000_000,
+            b"m" => 60_000_000_000,
+            b"h" => 3_600_000_000_000,
+            _ => return Err(ResetIgnored::Malformed),
+        };
+        let whole = whole.iter().fold(0u128, |acc, d| {
+            acc.saturating_mul(10).saturating_add(u128::from(d - b'0'))
+        });
+        // The fraction's first 20 digits are far below a nanosecond's
+        // precision for every unit; the rest only has to be digits.
+        let (mut numerator, mut denominator) = (0u128, 1u128);
+        for d in fraction.iter().take(20) {
+            numerator = numerator * 10 + u128::from(d - b'0');
+            denominator *= 10;
+        }
+        let part = whole
+            .saturating_mul(nanos_per)
+            .saturating_add(numerator.saturating_mul(nanos_per) / denominator);
+        total = total.saturating_add(part);
+        rest = after;
+    }
+    Ok(nanos_to_duration(total))
+}
+
+/// Nanoseconds as a [`Duration`], saturating at [`Duration::MAX`].
+fn nanos_to_duration(nanos: u128) -> Duration {
+    let secs = nanos / 1_000_000_000;
+    match u64::try_from(secs) {
+        // The remainder is below 10^9: it fits.
+        Ok(secs) => Duration::new(secs, (nanos % 1_000_000_000) as u32),
+        Err(_) => Duration::MAX,
+    }
+}
+
+/// An RFC 3339 `date-time` (section 5.6): `YYYY-MM-DDTHH:MM:SS[.frac]`
+/// then `Z` or `+HH:MM` / `-HH:MM`; `T` and `Z` in either case; second
+/// `60` (a leap second) is the next minute's start. A time before the Unix
+/// epoch is malformed, as an HTTP-date before it is. Hand-written: the
+/// date-time crates that read it (chrono, time, jiff) would each be a
+/// dependency for one function, and humantime reads only `Z`.
+fn rfc3339(raw: &[u8]) -> Result<SystemTime, ResetIgnored> {
+    const MALFORMED: ResetIgnored = ResetIgnored::Malformed;
+    let number = |bytes: &[u8]| -> Result<u32, ResetIgnored> {
+        if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
+            return Err(MALFORMED);
+        }
+        Ok(bytes
+            .iter()
+            .fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0')))
+    };
+    if raw.len() < 20 || !raw.is_ascii() {
+        return Err(MALFORMED);
+    }
+    let (date, rest) = raw.split_at(10);
+    let (time, zone) = rest.split_at(9);
+    if date[4] != b'-' || date[7] != b'-' || !matches!(time[0], b'T' | b't') {
+        return Err(MALFORMED);
+    }
+    if time[3] != b':' || time[6] != b':' {
+        return Err(MALFORMED);
+    }
+    let (year, month, day) = (
+        number(&date[..4])?,
+        number(&date[5..7])?,
+        number(&date[8..10])?,
+    );
+    let (hour, minute, second) = (
+        number(&time[1..3])?,
+        number(&time[4..6])?,
+        number(&time[7..9])?,
+    );
+    let (nanos, zone) = match zone.strip_prefix(b".") {
+        Some(after) => {
+            let len = after.iter().take_while(|b| b.is_ascii_digit()).count();
+            if len == 0 {
+                return Err(MALFORMED);
+            }
+            let (digits, zone) = after.split_at(len);
+            let nanos = digits
+                .iter()
+                .chain(std::iter::repeat(&b'0'))
+                .take(9)
+                .fold(0u32, |acc, d| acc * 10 + u32::from(d - b'0'));
+            (nanos, zone)
+        }
+        None => (0, zone),
+    };
+    let offset: i64 = match zone {
+        b"Z" | b"z" => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let (h, m) = (number(&[*h1, *h2])?, number(&[*m1, *m2])?);
+            if h > 23 || m > 59 {
+                return Err(MALFORMED);
+            }
+            let seconds = i64::from(h * 3600 + m * 60);
+            if *sign == b'+' {
+                seconds
+            } else {
+                -seconds
+            }
+        }
+        _ => return Err(MALFORMED),
+    };
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        _ => return Err(MALFORMED),
+    };
+    if day == 0 || day > days_in_month || hour > 23 || minute > 59 || second > 60 {
+        return Err(MALFORMED);
+    }
+    let local = days_from_civil(i64::from(year), month, day) * 86_400
+        + i64::from(hour * 3600 + minute * 60 + second);
+    let utc = u64::try_from(local - offset).map_err(|_| MALFORMED)?;
+    Ok(SystemTime::UNIX_EPOCH + Duration::new(utc, nanos))
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month = i64::from(month);
+    let day_of_year =
+        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
 }
 
 /// `1*DIGIT`, saturating.
@@ -363,5 +562,155 @@ mod tests {
         ] {
             assert_eq!(rl(bad), MALFORMED, "{bad}");
         }
+    }
+
+    fn ms(millis: u64) -> ResetReading {
+        ResetReading::Wait(Duration::from_millis(millis))
+    }
+
+    #[test]
+    fn go_durations_with_every_unit() {
+        let d = |raw| {
+            let mut headers = ResetHeaders::new(None);
+            headers.push("h", ResetFormat::Duration, raw);
+            let (_, reading) = headers.read(None).next().unwrap();
+            reading
+        };
+        let nanos = |n| ResetReading::Wait(Duration::from_nanos(n));
+        assert_eq!(d(b"0"), wait(0));
+        assert_eq!(d(b"0s"), wait(0));
+        assert_eq!(d(b"250ns"), nanos(250));
+        assert_eq!(d(b"7us"), nanos(7_000));
+        assert_eq!(d("7µs".as_bytes()), nanos(7_000));
+        assert_eq!(d("7μs".as_bytes()), nanos(7_000));
+        assert_eq!(d(b"12ms"), ms(12));
+        assert_eq!(d(b"1s"), wait(1));
+        assert_eq!(d(b"6m0s"), wait(360));
+        assert_eq!(d(b"2h"), wait(7200));
+        assert_eq!(d(b"1h2m3s"), wait(3723));
+        assert_eq!(d(b"1h2m3s4ms5us6ns"), nanos(3_723_004_005_006));
+        assert_eq!(d(b" 20ms\t"), ms(20));
+        // Fractions, with or without a whole part.
+        assert_eq!(d(b"1.5s"), ms(1500));
+        assert_eq!(d(b".5s"), ms(500));
+        assert_eq!(d(b"1.s"), wait(1));
+        assert_eq!(d(b"0.25m"), wait(15));
+        assert_eq!(d(b"1.5h30m"), wait(7200));
+        assert_eq!(d(b"2.0000000001s"), wait(2));
+        assert_eq!(d(b"1.000000000000000000000000000009s"), wait(1));
+        assert_eq!(d(b"0.0000015ms"), nanos(1));
+        // Overflow saturates (then a maximum interval may ignore it).
+        assert_eq!(
+            d(b"99999999999999999999999999999999999999999h"),
+            ResetReading::Wait(Duration::MAX)
+        );
+        assert_eq!(
+            d(b"9999999999999999999h9999999999999999999h"),
+            ResetReading::Wait(Duration::MAX)
+        );
+        assert_eq!(
+            read(ResetFormat::Duration, "2h", None),
+            ResetReading::Ignored(ResetIgnored::OverMaxInterval)
+        );
+        for bad in [
+            "", "5", "1.5", "s", ".s", "..5s", "1..5s", "-1s", "+1s", "1S", "1 s", "1h 2m", "1sec",
+            "1d", "1min", "5s.", "1s2", "0x10s", "NaN", "inf", "１s", "1e3ms", "1,5s",
+        ] {
+            assert_eq!(d(bad.as_bytes()), MALFORMED, "{bad:?}");
+        }
+        assert_eq!(d(b"\xff1s"), MALFORMED);
+    }
+
+    #[test]
+    fn rfc3339_times_need_the_calendar() {
+        // 2026-12-01T18:00:00Z is 1796148000.
+        let at = 1_796_148_000;
+        let r = |raw: &str, now| read(ResetFormat::Rfc3339, raw, Some(now));
+        assert_eq!(r("2026-12-01T18:00:00Z", at - 7), wait(7));
+        assert_eq!(r("2026-12-01t18:00:00z", at - 7), wait(7));
+        assert_eq!(r(" 2026-12-01T18:00:00Z ", at - 7), wait(7));
+        // In the past, or now: no wait.
+        assert_eq!(r("2026-12-01T18:00:00Z", at), wait(0));
+        assert_eq!(r("2026-12-01T18:00:00Z", at + 100), wait(0));
+        // Offsets: the same instant.
+        assert_eq!(r("2026-12-01T19:30:00+01:30", at - 7), wait(7));
+        assert_eq!(r("2026-12-01T13:00:00-05:00", at - 7), wait(7));
+        assert_eq!(r("2026-12-02T17:59:00+23:59", at - 7), wait(7));
+        // Fractions of a second.
+        assert_eq!(r("2026-12-01T18:00:00.5Z", at - 1), ms(1500));
+        assert_eq!(r("2026-12-01T18:00:00.250000Z", at - 1), ms(1250));
+        assert_eq!(
+            r("2026-12-01T18:00:00.1234567891234Z", at),
+            ResetReading::Wait(Duration::from_nanos(123_456_789))
+        );
+        // A leap second is the next minute's start.
+        assert_eq!(r("2016-12-31T23:59:60Z", 1_483_228_800 - 3), wait(3));
+        // Leap years.
+        assert_eq!(r("2024-02-29T00:00:00Z", 1_709_164_800 - 1), wait(1));
+        assert_eq!(r("2000-02-29T00:00:00Z", 951_782_400 - 1), wait(1));
+        // Without a trusted calendar: ignored, never read as zero.
+        assert_eq!(
+            read(ResetFormat::Rfc3339, "2026-12-01T18:00:00Z", None),
+            ResetReading::Ignored(ResetIgnored::NoTrustedCalendar)
+        );
+        for bad in [
+            "",
+            "2026-12-01",
+            "2026-12-01T18:00:00",
+            "2026-12-01 18:00:00Z",
+            "2026-12-01T18:00Z",
+            "2026-12-01T18:00:00.Z",
+            "2026-12-01T18:00:00+0100",
+            "2026-12-01T18:00:00+01",
+            "2026-12-01T18:00:00 Z",
+            "2026-12-01T18:00:00ZZ",
+            "2026-13-01T18:00:00Z",
+            "2026-00-01T18:00:00Z",
+            "2026-11-31T18:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+            "2026-12-00T18:00:00Z",
+            "2026-12-01T24:00:00Z",
+            "2026-12-01T18:60:00Z",
+            "2026-12-01T18:00:61Z",
+            "2026-12-01T18:00:00+24:00",
+            "2026-12-01T18:00:00+01:60",
+            "1969-12-31T23:59:59Z",
+            "1970-01-01T00:30:00+01:00",
+            "+2026-12-01T18:00:00Z",
+            "26-12-01T18:00:00Z",
+            "2026/12/01T18:00:00Z",
+            "2026-1a-01T18:00:00Z",
+            "2026-12-01T18:00:00.5xZ",
+            "２026-12-01T18:00:00Z",
+            "Tue, 01 Dec 2026 18:00:00 GMT",
+            "1796148000",
+        ] {
+            assert_eq!(r(bad, at), MALFORMED, "{bad:?}");
+        }
+        // The epoch itself and the far future are fine.
+        assert_eq!(r("1970-01-01T00:00:00Z", 0), wait(0));
+        assert_eq!(
+            read(ResetFormat::Rfc3339, "9999-12-31T23:59:59Z", Some(0)),
+            ResetReading::Ignored(ResetIgnored::OverMaxInterval)
+        );
+    }
+
+    #[test]
+    fn calendar_formats() {
+        assert!(ResetFormat::Unix.is_calendar_time());
+        assert!(ResetFormat::Rfc3339.is_calendar_time());
+        assert!(!ResetFormat::Duration.is_calendar_time());
+        let mut headers = ResetHeaders::new(None);
+        headers.push("x-ratelimit-reset-tokens", ResetFormat::Duration, b"6m0s");
+        assert!(!headers.needs_calendar());
+        headers.push(
+            "anthropic-ratelimit-requests-reset",
+            ResetFormat::Rfc3339,
+            b"x",
+        );
+        assert!(headers.needs_calendar());
+        assert_eq!(ResetFormat::Duration.to_string(), "duration");
+        assert_eq!(ResetFormat::Rfc3339.as_str(), "rfc3339");
     }
 }

@@ -226,6 +226,44 @@ pub enum EventKind {
         )]
         extra: Duration,
     },
+    /// A `retry-after-ms` value was read (see
+    /// [`RetryAfterMs`](crate::api_signals::RetryAfterMs)): counted with `Retry-After`,
+    /// the longest valid wait counting. Just after its
+    /// [`Response`](EventKind::Response), one event per value.
+    RetryAfterMs {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The value as received (shortened if long).
+        raw: Box<str>,
+        /// What it said: a wait (`used` if it is the one that counted), or
+        /// ignored as malformed.
+        #[cfg_attr(feature = "serde", serde(flatten))]
+        reading: ResetRead,
+    },
+    /// The server's explicit word on retrying (see
+    /// [`ShouldRetry`](crate::api_signals::ShouldRetry)), read on a status the policy
+    /// retries: `false` is followed by
+    /// [`RetryForbidden`](EventKind::RetryForbidden); `true` or any other
+    /// value changes nothing.
+    ShouldRetry {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The header (`x-should-retry`).
+        header: Box<str>,
+        /// The value as received (shortened if long).
+        raw: Box<str>,
+        /// `false`: do not retry; `true`: fine; `null`: neither word.
+        says: Option<bool>,
+    },
+    /// The response says the quota is used up (OpenAI's
+    /// `insufficient_quota`, sent as `429`): the action stops as
+    /// `not_retryable`, with the category `quota`.
+    QuotaExhausted {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The code the service gave.
+        code: Box<str>,
+    },
     /// The client's shared hold-off store (across processes, e.g. Redis)
     /// was unavailable when the action started: its hold-offs were read from
     /// this process's own map alone (holds from other processes may be

@@ -43,9 +43,11 @@ use crate::error::{Error, ErrorKind};
 use crate::hold_off::{authority_of, HoldOff};
 use crate::layer::{Config, ReportMode};
 use crate::observer::{ActionId, Observed, Watch};
+use crate::quota::QuotaExhausted;
 use crate::replay::ReplayHandle;
 use crate::report_slot::{LateReport, ReportSlot};
 use crate::request;
+use crate::signal::SignalParts;
 
 /// What a few requests carry besides the budget, in one optional box so
 /// that a plain request pays one pointer for them.
@@ -229,7 +231,15 @@ impl<S, B> Ctx<S, B> {
     /// handle says whether the request can be sent again, and the core is
     /// given all of it as one [`Answer`]. Returns the core's decision.
     fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
-        let (status, retry_after, forbidden, translated, resets) = self
+        let SignalParts {
+            status,
+            retry_after,
+            forbidden,
+            translated_from,
+            resets,
+            retry_after_ms,
+            should_retry,
+        } = self
             .config
             .read(response.status(), response.headers(), response.extensions())
             .into_parts();
@@ -256,8 +266,21 @@ impl<S, B> Ctx<S, B> {
         if let Some(resets) = resets {
             answer = answer.resets(resets);
         }
-        if let Some(from) = translated {
+        if let Some(from) = translated_from {
             answer = answer.translated_from(from);
+        }
+        if let Some(values) = retry_after_ms {
+            answer = answer.retry_after_ms(values);
+        }
+        if let Some(word) = should_retry {
+            answer = answer.should_retry(word);
+        }
+        // A layer below read the body: the service said its quota is used
+        // up (only ever said of an error status; a success skips the look).
+        if status >= 400 {
+            if let Some(quota) = response.extensions().get::<QuotaExhausted>() {
+                answer = answer.quota(quota.code());
+            }
         }
         self.step(|action, now| action.respond(now, answer))
     }

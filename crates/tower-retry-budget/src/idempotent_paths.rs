@@ -52,6 +52,20 @@ impl IdempotentPathsLayer {
             paths: Arc::new(paths.into_iter().map(Into::into).collect()),
         }
     }
+
+    /// Whether requests to `path` are marked (a caller deciding before
+    /// the stack, e.g. a proxy choosing a request's policy).
+    ///
+    /// ```
+    /// use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
+    ///
+    /// let layer = IdempotentPathsLayer::new(["/v1/embeddings"]);
+    /// assert!(layer.lists("/v1/embeddings"));
+    /// assert!(!layer.lists("/v1/chat/completions"));
+    /// ```
+    pub fn lists(&self, path: &str) -> bool {
+        self.paths.contains(path)
+    }
 }
 
 impl<S> Layer<S> for IdempotentPathsLayer {

@@ -106,6 +106,7 @@
 //! | `replay/` | [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer): request bodies that are not `Clone` |
 //! | `signal.rs` | [`RetrySignal`](crate::signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::signal::HttpSignal), [`GrpcSignal`](crate::signal::GrpcSignal)) |
 //! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
+//! | `quota/` | [`QuotaExhausted`](crate::quota::QuotaExhausted), and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer): a method allow-list |
 //!
@@ -250,6 +251,7 @@ pub mod idempotent_paths;
 mod layer;
 pub mod observer;
 pub mod policy;
+pub mod quota;
 pub mod replay;
 mod report_slot;
 mod request;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use http::header::RETRY_AFTER;
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use retry_budget::{
+    api_signals::{RetryAfterMs, ShouldRetry, RETRY_AFTER_MS, X_SHOULD_RETRY},
     reset::{ResetFormat, ResetHeaders},
     retry_after::{RetryAfter, MAX_KEPT_RAW},
 };
@@ -18,6 +19,20 @@ pub struct Signal {
     retry_forbidden: bool,
     translated_from: Option<String>,
     reset_headers: Option<ResetHeaders>,
+    retry_after_ms: Option<RetryAfterMs>,
+    should_retry: Option<ShouldRetry>,
+}
+
+/// A [`Signal`] taken apart, for the one place a response is told to the
+/// core.
+pub(crate) struct SignalParts {
+    pub(crate) status: u16,
+    pub(crate) retry_after: RetryAfter,
+    pub(crate) forbidden: bool,
+    pub(crate) translated_from: Option<String>,
+    pub(crate) resets: Option<ResetHeaders>,
+    pub(crate) retry_after_ms: Option<RetryAfterMs>,
+    pub(crate) should_retry: Option<ShouldRetry>,
 }
 
 impl Signal {
@@ -29,7 +44,34 @@ impl Signal {
             retry_forbidden: false,
             translated_from: None,
             reset_headers: None,
+            retry_after_ms: None,
+            should_retry: None,
         }
+    }
+
+    /// The `retry-after-ms` values found in the response, for the core to
+    /// count with `Retry-After` (see [`ResetSignal::retry_after_ms`]).
+    #[must_use]
+    pub fn with_retry_after_ms(mut self, values: RetryAfterMs) -> Self {
+        self.retry_after_ms = Some(values);
+        self
+    }
+
+    /// The `retry-after-ms` values found, if any were looked for.
+    pub const fn retry_after_ms(&self) -> Option<&RetryAfterMs> {
+        self.retry_after_ms.as_ref()
+    }
+
+    /// The server's word on retrying (see [`ResetSignal::should_retry`]).
+    #[must_use]
+    pub fn with_should_retry(mut self, word: ShouldRetry) -> Self {
+        self.should_retry = Some(word);
+        self
+    }
+
+    /// The server's word on retrying, if it was looked for and sent.
+    pub const fn should_retry(&self) -> Option<&ShouldRetry> {
+        self.should_retry.as_ref()
     }
 
     /// The rate-limit reset headers found in the response, raw, for the
@@ -81,17 +123,16 @@ impl Signal {
         self.translated_from.as_deref()
     }
 
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn into_parts(
-        self,
-    ) -> (u16, RetryAfter, bool, Option<String>, Option<ResetHeaders>) {
-        (
-            self.status,
-            self.retry_after,
-            self.retry_forbidden,
-            self.translated_from,
-            self.reset_headers,
-        )
+    pub(crate) fn into_parts(self) -> SignalParts {
+        SignalParts {
+            status: self.status,
+            retry_after: self.retry_after,
+            forbidden: self.retry_forbidden,
+            translated_from: self.translated_from,
+            resets: self.reset_headers,
+            retry_after_ms: self.retry_after_ms,
+            should_retry: self.should_retry,
+        }
     }
 }
 
@@ -281,6 +322,12 @@ impl RetrySignal for GrpcSignal {
 /// [`RetryBudgetLayer::signal`](crate::RetryBudgetLayer::signal); it wraps
 /// [`HttpSignal`] by default, or [`GrpcSignal`].
 ///
+/// It also reads, when asked, what some APIs send besides `Retry-After`:
+/// `retry-after-ms` ([`retry_after_ms`](Self::retry_after_ms)) and
+/// `x-should-retry` ([`should_retry`](Self::should_retry));
+/// [`ResetSignal::openai`] and [`ResetSignal::anthropic`] read everything
+/// those two APIs send.
+///
 /// Only an error status (4xx, 5xx) is looked at, and the core reads the
 /// values only for a status its policy retries.
 ///
@@ -308,6 +355,8 @@ pub struct ResetSignal<S = HttpSignal> {
     ratelimit_fields: bool,
     headers: Vec<(HeaderName, ResetFormat)>,
     max_interval: Option<Duration>,
+    retry_after_ms: bool,
+    should_retry: bool,
 }
 
 /// The IETF draft's `RateLimit` field.
@@ -315,10 +364,72 @@ pub const RATELIMIT: &str = "ratelimit";
 /// The IETF draft's `RateLimit-Reset` field (delta seconds).
 pub const RATELIMIT_RESET: &str = "ratelimit-reset";
 
+/// OpenAI's reset header for its requests-per-minute limit (a Go duration).
+pub const OPENAI_RESET_REQUESTS: &str = "x-ratelimit-reset-requests";
+/// OpenAI's reset header for its tokens-per-minute limit (a Go duration).
+pub const OPENAI_RESET_TOKENS: &str = "x-ratelimit-reset-tokens";
+/// Anthropic's reset headers, one per limit (RFC 3339 times).
+pub const ANTHROPIC_RESETS: [&str; 4] = [
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-reset",
+    "anthropic-ratelimit-input-tokens-reset",
+    "anthropic-ratelimit-output-tokens-reset",
+];
+
 impl ResetSignal {
     /// Reads nothing more than [`HttpSignal`] until told which headers.
     pub fn new() -> Self {
         Self::wrapping(HttpSignal)
+    }
+
+    /// What OpenAI's API sends on a `429`, read as its SDKs read it:
+    ///
+    /// | header | read as |
+    /// |---|---|
+    /// | `retry-after` | as always: delay-seconds or an HTTP-date |
+    /// | `retry-after-ms` | milliseconds, counted with `retry-after` (the longest counts) |
+    /// | `x-should-retry` | `false` forbids the retry |
+    /// | `x-ratelimit-reset-requests` | a Go duration (`1s`, `6m0s`) until the requests limit resets |
+    /// | `x-ratelimit-reset-tokens` | a Go duration until the tokens limit resets |
+    ///
+    /// A reset header counts when no valid delay is given, or when it asks
+    /// longer (the rule of [`ResetHeaders`]). OpenAI's other signal, a
+    /// `429` whose JSON body says `insufficient_quota`, is in the body:
+    /// `QuotaLayer::openai` (feature `quota`) reads it.
+    ///
+    /// ```
+    /// use http::{Extensions, HeaderMap, StatusCode};
+    /// use tower_retry_budget::signal::{ResetSignal, RetrySignal};
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("retry-after-ms", "2500".parse().unwrap());
+    /// headers.insert("x-ratelimit-reset-tokens", "6m0s".parse().unwrap());
+    /// let read = ResetSignal::openai().read(StatusCode::TOO_MANY_REQUESTS, &headers, &Extensions::new());
+    /// assert!(read.retry_after_ms().is_some());
+    /// assert!(!read.reset_headers().unwrap().is_empty());
+    /// ```
+    pub fn openai() -> Self {
+        Self::new().with_openai()
+    }
+
+    /// What Anthropic's API sends on a `429`, read as its SDKs read it:
+    ///
+    /// | header | read as |
+    /// |---|---|
+    /// | `retry-after` | as always: delay-seconds or an HTTP-date |
+    /// | `retry-after-ms` | milliseconds, counted with `retry-after` (the longest counts) |
+    /// | `x-should-retry` | `false` forbids the retry |
+    /// | `anthropic-ratelimit-requests-reset` | an RFC 3339 time when the requests limit resets |
+    /// | `anthropic-ratelimit-tokens-reset` | the same, for the tokens limit |
+    /// | `anthropic-ratelimit-input-tokens-reset` | the same, for input tokens |
+    /// | `anthropic-ratelimit-output-tokens-reset` | the same, for output tokens |
+    ///
+    /// An RFC 3339 time needs the trusted calendar clock (without one it
+    /// is ignored, and the trail says why). Anthropic reports a used-up
+    /// credit balance with its own status (not `429`), which is not
+    /// retried: no body needs reading.
+    pub fn anthropic() -> Self {
+        Self::new().with_anthropic()
     }
 }
 
@@ -330,7 +441,28 @@ impl<S> ResetSignal<S> {
             ratelimit_fields: false,
             headers: Vec::new(),
             max_interval: None,
+            retry_after_ms: false,
+            should_retry: false,
         }
+    }
+
+    /// Reads `retry-after-ms` (milliseconds, fractions allowed), which the
+    /// core counts with `Retry-After` as one repeated field: the longest
+    /// valid wait counts, an invalid value is recorded and ignored (see
+    /// [`RetryAfterMs`]).
+    #[must_use]
+    pub fn retry_after_ms(mut self) -> Self {
+        self.retry_after_ms = true;
+        self
+    }
+
+    /// Reads `x-should-retry`: `false` forbids the retry of a status the
+    /// policy retries (it ends `not_retryable`, the trail naming the
+    /// header); `true` changes nothing (see [`ShouldRetry`]).
+    #[must_use]
+    pub fn should_retry(mut self) -> Self {
+        self.should_retry = true;
+        self
     }
 
     /// Reads the IETF draft fields: `RateLimit` (`t=` or `reset=`) and
@@ -356,17 +488,60 @@ impl<S> ResetSignal<S> {
         self
     }
 
-    /// Whether any reset header is read.
+    /// Reads what [`ResetSignal::openai`] reads, on top of `inner` and of
+    /// anything already asked for.
+    #[must_use]
+    pub fn with_openai(self) -> Self {
+        self.retry_after_ms()
+            .should_retry()
+            .header(
+                HeaderName::from_static(OPENAI_RESET_REQUESTS),
+                ResetFormat::Duration,
+            )
+            .header(
+                HeaderName::from_static(OPENAI_RESET_TOKENS),
+                ResetFormat::Duration,
+            )
+    }
+
+    /// Reads what [`ResetSignal::anthropic`] reads, on top of `inner` and
+    /// of anything already asked for.
+    #[must_use]
+    pub fn with_anthropic(self) -> Self {
+        ANTHROPIC_RESETS
+            .iter()
+            .fold(self.retry_after_ms().should_retry(), |signal, name| {
+                signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339)
+            })
+    }
+
+    /// Whether any header is read besides the inner signal's.
     pub fn reads_any(&self) -> bool {
-        self.ratelimit_fields || !self.headers.is_empty()
+        self.ratelimit_fields
+            || !self.headers.is_empty()
+            || self.retry_after_ms
+            || self.should_retry
     }
 }
 
 impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
     fn read(&self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) -> Signal {
-        let signal = self.inner.read(status, headers, extensions);
+        let mut signal = self.inner.read(status, headers, extensions);
         if signal.status() < 400 || !self.reads_any() {
             return signal;
+        }
+        if self.retry_after_ms && headers.contains_key(RETRY_AFTER_MS) {
+            let values = headers.get_all(RETRY_AFTER_MS).iter();
+            signal = signal
+                .with_retry_after_ms(RetryAfterMs::from_values(values.map(HeaderValue::as_bytes)));
+        }
+        if self.should_retry {
+            let values = headers.get_all(X_SHOULD_RETRY).iter();
+            if let Some(word) =
+                ShouldRetry::from_values(X_SHOULD_RETRY, values.map(HeaderValue::as_bytes))
+            {
+                signal = signal.with_should_retry(word);
+            }
         }
         let mut found = ResetHeaders::new(self.max_interval);
         let mut take = |name: &str, format: ResetFormat| {

@@ -212,6 +212,36 @@ pub(crate) fn emit(events: &[Event]) {
                 "spread: {} s added on top of the server's delay",
                 secs(*extra)
             ),
+            EventKind::RetryAfterMs {
+                attempt,
+                raw,
+                reading,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "retry-after-ms: {raw} ({reading})"
+            ),
+            EventKind::ShouldRetry {
+                attempt,
+                header,
+                raw,
+                says,
+            } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                "{header}: {raw} ({})",
+                match says {
+                    Some(false) => "the server forbids the retry",
+                    Some(true) => "changes nothing",
+                    None => "neither true nor false: ignored",
+                }
+            ),
+            EventKind::QuotaExhausted { attempt, code } => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s, attempt,
+                code = &**code,
+                "the quota is used up: not retried"
+            ),
             _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
         }
     }

@@ -13,11 +13,14 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::Uri;
 use retry_budget::{ratio::Ratio, Policy};
 use tower_retry_budget::hold_off::RedisStore;
+use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
+use tower_retry_budget::quota::QuotaLayer;
 use tower_retry_budget::{budget::ClientBudget, signal::ResetSignal};
 
 use super::path::{normalize, PathError};
 use crate::budget_args::BudgetArgs;
 use crate::duration_arg;
+use crate::signal_args::Preset;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -66,6 +69,12 @@ pub struct Args {
     /// so that retries do not multiply across proxies.
     #[arg(long)]
     retry_retries: bool,
+    /// A write to this path (as sent upstream, e.g. `/v1/embeddings`) is
+    /// safe to repeat: budgeted like a GET (repeatable). Without it, a
+    /// write is sent once unless it has an Idempotency-Key; a preset never
+    /// makes a write retryable.
+    #[arg(long = "idempotent-path", value_name = "PATH", value_parser = parse_idempotent_path)]
+    idempotent_paths: Vec<String>,
     /// On SIGTERM or SIGINT, how long actions in flight may still take
     /// before they are cancelled. Default: the budget.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
@@ -207,6 +216,11 @@ pub struct Config {
     pub trusted_clock: bool,
     /// The reset headers to read besides Retry-After, if any was asked for.
     pub reset: Option<ResetSignal>,
+    /// What reads a retried status's JSON body for a quota used up
+    /// (`--preset openai`; without it, no code: nothing is read).
+    pub quota: QuotaLayer,
+    /// The API preset, if any (`--preset`).
+    pub preset: Option<Preset>,
     /// The gate.
     pub concurrency: Option<NonZeroUsize>,
     /// The client-wide retry budget, if on.
@@ -215,8 +229,10 @@ pub struct Config {
     pub hold_off: bool,
     /// Where the hold-off is shared with other proxies, if anywhere.
     pub hold_off_redis: Option<RedisStore>,
-    /// Whether retries of a proxy below are budgeted too.
+    /// Whether retries of a proxy below (or of an SDK) are budgeted too.
     pub retry_retries: bool,
+    /// The writes declared safe to repeat (`--idempotent-path`).
+    pub idempotent_paths: IdempotentPathsLayer,
     /// How long in-flight actions may take after a shutdown signal.
     pub drain: Duration,
     /// The log line format.
@@ -254,10 +270,9 @@ impl Args {
     pub fn config(self) -> Result<Config, String> {
         let policy = self.budget.policy()?;
         let asked = &self.budget.signals;
-        let reset = (asked.ratelimit_fields
-            || !asked.reset_headers.is_empty()
-            || asked.reset_max_interval.is_some())
-        .then(|| asked.signal(tower_retry_budget::signal::HttpSignal));
+        let reset = asked
+            .reads_any()
+            .then(|| asked.signal(tower_retry_budget::signal::HttpSignal));
         let client_budget = if self.no_client_budget {
             None
         } else {
@@ -308,11 +323,14 @@ impl Args {
             policy,
             trusted_clock: !self.budget.untrusted_clock,
             reset,
+            quota: self.budget.signals.quota(),
+            preset: self.budget.signals.preset,
             concurrency: self.concurrency,
             client_budget,
             hold_off: !self.no_hold_off,
             hold_off_redis,
             retry_retries: self.retry_retries,
+            idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
             drain: self.drain.unwrap_or(self.budget.budget),
             log_format: self.log_format,
             upstream_http2: self.upstream_http2,
@@ -327,6 +345,16 @@ impl Args {
             body_idle_timeout: self.body_idle_timeout,
         })
     }
+}
+
+/// An `--idempotent-path`: an absolute path, no query.
+fn parse_idempotent_path(text: &str) -> Result<String, String> {
+    if !text.starts_with('/') || text.contains(['?', '#']) || text.contains(char::is_whitespace) {
+        return Err(format!(
+            "expected an absolute path such as /v1/embeddings (no query), not {text:?}"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 fn parse_upstream(text: &str) -> Result<Upstream, String> {

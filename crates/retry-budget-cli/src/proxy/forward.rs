@@ -11,7 +11,16 @@
 //!   fields are gone, so that the key decided on is the key sent), or a
 //!   request that is already a retry of a proxy below
 //!   (`retry-budget-attempt` > 1, or not a number, unless
-//!   `--retry-retries`), so that retries do not multiply across proxies.
+//!   `--retry-retries`), or of an SDK (`x-stainless-retry-count` > 0, as
+//!   OpenAI's and Anthropic's SDKs send it), so that retries do not
+//!   multiply across proxies and clients. A write to a path listed with
+//!   `--idempotent-path` is budgeted like a safe method.
+//!
+//! With `--preset`, the response tells an SDK not to retry on top of the
+//! proxy (`x-should-retry: false`) when the proxy already retried and still
+//! ended with a 429, when the 429 said the quota is used up, or when the
+//! upstream itself said so. A `held_off` answer carries `retry-after-ms`
+//! beside `Retry-After`.
 //!
 //! Every wait, stop and outcome is then the layer's (the core's), except
 //! what only the proxy sees: a caller's request body that breaks
@@ -33,7 +42,9 @@ use retry_budget::{Outcome, Policy, PolicyError, Report};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
-use tower_retry_budget::{observer::ActionId, Error, ErrorKind, Idempotent, ReportSlot};
+use tower_retry_budget::{
+    observer::ActionId, quota::QuotaBody, Error, ErrorKind, Idempotent, ReportSlot,
+};
 use tracing::Instrument;
 
 use super::args::{Config, LogFormat};
@@ -52,6 +63,13 @@ pub const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts"
 pub const OUTCOME: HeaderName = HeaderName::from_static("retry-budget-outcome");
 /// `Idempotency-Key`: the caller's mark that a write may be repeated.
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+/// `x-stainless-retry-count`: OpenAI's and Anthropic's SDKs number their
+/// retries with it (0 for the first request).
+pub const SDK_RETRY_COUNT: HeaderName = HeaderName::from_static("x-stainless-retry-count");
+/// `x-should-retry`: the word an SDK obeys (see the [module docs](self)).
+pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+/// `retry-after-ms`: a `held_off` answer's wait, in milliseconds.
+pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 
 /// The body of a response to the caller: the upstream's, streamed, or the
 /// proxy's own short text.
@@ -92,6 +110,8 @@ impl Proxy {
 enum Once {
     /// Already a retry of a proxy below.
     AlreadyARetry,
+    /// Already a retry of an SDK (`x-stainless-retry-count` > 0).
+    ClientRetry,
     /// A write without an idempotency key.
     Write,
 }
@@ -100,6 +120,7 @@ impl Once {
     const fn as_str(self) -> &'static str {
         match self {
             Self::AlreadyARetry => "already_a_retry",
+            Self::ClientRetry => "client_retry",
             Self::Write => "not_idempotent",
         }
     }
@@ -147,10 +168,19 @@ pub async fn handle(
     // First, so that what decides below is what would be sent: a key the
     // caller lists in `Connection` is hop-by-hop, and is no key.
     hop::strip_request(&mut parts.headers);
+    let sdk_retry = parts
+        .headers
+        .get(&SDK_RETRY_COUNT)
+        .is_some_and(|v| incoming_attempt(v) > 0);
     let incoming_attempt = parts.headers.get(&ATTEMPT).map(incoming_attempt);
     let once = if incoming_attempt.is_some_and(|n| n > 1) && !proxy.config.retry_retries {
         Some(Once::AlreadyARetry)
-    } else if !parts.method.is_safe() && !has_idempotency_key(&parts.headers) {
+    } else if sdk_retry && !proxy.config.retry_retries {
+        Some(Once::ClientRetry)
+    } else if !parts.method.is_safe()
+        && !has_idempotency_key(&parts.headers)
+        && !proxy.config.idempotent_paths.lists(uri.path())
+    {
         Some(Once::Write)
     } else {
         None
@@ -288,7 +318,8 @@ pub async fn handle(
             // Logged when the body ends, with how it ended.
             let metrics = proxy.metrics.clone();
             let idle = proxy.config.body_idle_timeout;
-            relay(response, idle, move |ending| {
+            let preset = proxy.config.preset.is_some();
+            relay(response, idle, preset, move |ending| {
                 metrics.body_ended(ending.as_str());
                 if let Some(report) = pending.slot.get() {
                     pending.log(&report, Some(ending));
@@ -397,8 +428,9 @@ fn prepare(parts: &mut Parts, uri: Uri, config: &Config, body: &Incoming) {
 /// The upstream's final response, relayed with what happened; `on_end` is
 /// told how its body ended.
 fn relay(
-    response: Response<Incoming>,
+    response: Response<QuotaBody<Incoming>>,
     idle: std::time::Duration,
+    preset: bool,
     on_end: impl FnOnce(Ending) + Send + 'static,
 ) -> Response<ProxyBody> {
     let report = response.extensions().get::<Report>().cloned();
@@ -410,8 +442,33 @@ fn relay(
     let mut response = Response::from_parts(parts, Either::Left(body));
     if let Some(report) = &report {
         tell(&mut response, report.outcome, report.attempts_started);
+        if preset && no_retry_on_top(report) {
+            response
+                .headers_mut()
+                .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
+        }
     }
     response
+}
+
+/// Whether an SDK must not retry this answer on top of the proxy: the
+/// proxy already retried and still ended with a 429, the 429 said the
+/// quota is used up, or the upstream said not to retry. (The core decided
+/// each: the attempts, the category, the trail.)
+fn no_retry_on_top(report: &Report) -> bool {
+    let retried_429 = report.attempts_started > 1
+        && report.last_status == Some(429)
+        && report.outcome != Outcome::Success;
+    let server_said = report.events.iter().rev().any(|e| {
+        matches!(
+            e.kind,
+            retry_budget::trail::EventKind::ShouldRetry {
+                says: Some(false),
+                ..
+            }
+        )
+    });
+    retried_429 || report.category() == Some(retry_budget::Category::Quota) || server_said
 }
 
 /// The proxy's answer when the action ended without a response.
@@ -435,21 +492,25 @@ fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
         outcome,
         report.map_or(0, |r| r.attempts_started),
     );
-    if let Some(wait) = report.and_then(held_off_for) {
-        response.headers_mut().insert(RETRY_AFTER, wait);
+    if let Some((secs, millis)) = report.and_then(held_off_for) {
+        response.headers_mut().insert(RETRY_AFTER, secs);
+        response.headers_mut().insert(RETRY_AFTER_MS, millis);
     }
     response
 }
 
 /// For a `held_off` action: how long the upstream's hold-off still runs
 /// (the core's [`Report::held_off_left`]), as a `Retry-After` in whole
-/// seconds, rounded up.
-fn held_off_for(report: &Report) -> Option<HeaderValue> {
+/// seconds and a `retry-after-ms` in whole milliseconds, each rounded up.
+fn held_off_for(report: &Report) -> Option<(HeaderValue, HeaderValue)> {
     let left = report.held_off_left()?;
     let secs = left
         .as_secs()
         .saturating_add(u64::from(left.subsec_nanos() > 0));
-    Some(HeaderValue::from(secs))
+    let millis = u64::try_from(left.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(u64::from(left.subsec_nanos() % 1_000_000 > 0));
+    Some((HeaderValue::from(secs), HeaderValue::from(millis)))
 }
 
 /// Adds `retry-budget-attempts` and `retry-budget-outcome`.

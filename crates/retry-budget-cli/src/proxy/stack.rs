@@ -6,6 +6,8 @@
 //!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
 //!                         the client-wide budget, hold-off and observer
 //!                         shared by all)
+//!   → QuotaLayer         (--preset openai: a 429's JSON body read for
+//!                         insufficient_quota; otherwise untouched)
 //!   → ConcurrencyLimit   (--concurrency: inside the retry layer, so an
 //!                         action waiting between attempts holds no slot)
 //!   → AttemptLayer       (retry-budget-attempt, deadline header, attempt span)
@@ -36,6 +38,7 @@ use tower_retry_budget::{
     budget::ClientBudget,
     calendar::UntrustedCalendar,
     hold_off::HoldOff,
+    quota::{Quota, QuotaLayer},
     replay::{ReplayBody, ReplayBodyLayer},
     signal::ResetSignal,
     Idempotent, RetryBudget, RetryBudgetLayer,
@@ -58,7 +61,10 @@ pub type Below =
 
 /// The service one request is sent through.
 pub type PerRequest = tower_retry_budget::replay::ReplayBodyService<
-    tower::util::MapRequest<RetryBudget<Below>, fn(Request<UpstreamBody>) -> Request<UpstreamBody>>,
+    tower::util::MapRequest<
+        RetryBudget<Quota<Below>>,
+        fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
+    >,
 >;
 
 /// The shared parts of the stack; see the [module docs](self).
@@ -68,6 +74,8 @@ pub struct Stack {
     /// `--untrusted-clock`: no calendar time for Retry-After dates.
     untrusted_clock: bool,
     reset: Option<ResetSignal>,
+    /// Reads a 429's JSON body for a quota used up (no codes: untouched).
+    quota: QuotaLayer,
     client_budget: Option<ClientBudget>,
     hold_off: Option<HoldOff>,
     metrics: Metrics,
@@ -129,6 +137,7 @@ impl Stack {
             below,
             untrusted_clock: !config.trusted_clock,
             reset: config.reset.clone(),
+            quota: config.quota.clone(),
             client_budget: config.client_budget.clone(),
             hold_off,
             metrics,
@@ -153,10 +162,8 @@ impl Stack {
             layer = layer.hold_off(map.clone());
         }
         let mark: fn(Request<UpstreamBody>) -> Request<UpstreamBody> = budget_it;
-        ReplayBodyLayer::new().layer(tower::util::MapRequest::new(
-            layer.layer(self.below.clone()),
-            mark,
-        ))
+        let below = self.quota.layer(self.below.clone());
+        ReplayBodyLayer::new().layer(tower::util::MapRequest::new(layer.layer(below), mark))
     }
 }
 
