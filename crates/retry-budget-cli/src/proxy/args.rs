@@ -117,6 +117,13 @@ pub struct Args {
     /// and the log line says body=timed_out.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration_arg::parse)]
     body_idle_timeout: Duration,
+    /// Worker threads serving the proxy port, each with its own listening
+    /// socket on the `--listen` address (`SO_REUSEPORT`: the kernel spreads
+    /// new connections over them) and its own upstream connections, so a
+    /// request is served start to end on one thread. Default: the CPUs this
+    /// process may use.
+    #[arg(long, value_name = "N")]
+    workers: Option<NonZeroUsize>,
     /// The budget, the signals and the CA, shared with `get` (last: its
     /// help heading applies to what follows it).
     #[command(flatten)]
@@ -251,6 +258,8 @@ pub struct Config {
     pub admin_max_connections: NonZeroUsize,
     /// The longest wait for the next byte of a relayed response body.
     pub body_idle_timeout: Duration,
+    /// Worker threads on the proxy port.
+    pub workers: NonZeroUsize,
 }
 
 /// The time bounds of a client connection.
@@ -343,6 +352,9 @@ impl Args {
             max_connections: self.max_connections,
             admin_max_connections: self.admin_max_connections,
             body_idle_timeout: self.body_idle_timeout,
+            workers: self.workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+            }),
         })
     }
 }

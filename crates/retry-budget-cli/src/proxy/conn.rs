@@ -38,6 +38,7 @@ use super::metrics::Metrics;
 #[derive(Debug, Clone)]
 pub struct Gate {
     permits: Arc<Semaphore>,
+    max: usize,
     /// `proxy` or `admin` (a metric label).
     port: &'static str,
     metrics: Metrics,
@@ -48,9 +49,15 @@ impl Gate {
     pub fn new(max: usize, port: &'static str, metrics: Metrics) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(max)),
+            max,
             port,
             metrics,
         }
+    }
+
+    /// The connections open now.
+    pub fn open(&self) -> usize {
+        self.max.saturating_sub(self.permits.available_permits())
     }
 
     /// A permit for a connection just accepted, or `None` if the port is

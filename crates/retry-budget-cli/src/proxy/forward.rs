@@ -75,34 +75,58 @@ pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms")
 /// proxy's own short text.
 pub type ProxyBody = Either<RelayBody, Full<Bytes>>;
 
-/// What every request handler shares.
+/// What the request handlers of one worker share.
 #[derive(Debug)]
 pub struct Proxy {
     /// The configuration.
-    pub config: Config,
-    /// The client stack.
+    pub config: Arc<Config>,
+    /// The worker's client stack.
     pub stack: Stack,
     /// Fired when the drain time is over: actions still running stop as
-    /// `cancelled`.
+    /// `cancelled`. (The worker's own child of the process's token, so
+    /// that each request's child token is made under a node no other
+    /// thread touches.)
     pub cancel: CancellationToken,
-    /// Numbers actions for the observer (one per request, whatever layer
-    /// instance serves it).
+    /// Numbers actions for the observer (one per request, whatever worker
+    /// and layer instance serves it): this worker's next id, stepping by
+    /// the number of workers.
     next_id: AtomicU64,
+    id_step: u64,
     /// The metrics (also fed by the layer's observer).
     metrics: Metrics,
 }
 
 impl Proxy {
-    /// The shared state of the handlers.
-    pub fn new(config: Config, stack: Stack, metrics: Metrics) -> Self {
+    /// The shared state of the handlers of worker `index` of `workers`.
+    pub fn new(
+        config: Arc<Config>,
+        stack: Stack,
+        metrics: Metrics,
+        cancel: &CancellationToken,
+        (index, workers): (usize, usize),
+    ) -> Self {
         Self {
             config,
             stack,
-            cancel: CancellationToken::new(),
-            next_id: AtomicU64::new(0),
+            cancel: cancel.child_token(),
+            next_id: AtomicU64::new(index as u64),
+            id_step: workers.max(1) as u64,
             metrics,
         }
     }
+
+    /// A number no other action of this process has.
+    fn next_id(&self) -> u64 {
+        // Only this worker's thread numbers with it: no other thread
+        // touches its cache line.
+        self.next_id.fetch_add(self.id_step, Ordering::Relaxed)
+    }
+}
+
+/// The one-attempt policy of a request that must go once (the core's
+/// builder checks it).
+pub fn once_policy(policy: Policy) -> Result<Policy, PolicyError> {
+    policy.to_builder().max_attempts(1).build()
 }
 
 /// Why a request is sent once, without retries.
@@ -211,7 +235,7 @@ pub async fn handle(
         _ => AttemptCounter::default(),
     };
     let slot = ReportSlot::new();
-    let id = proxy.next_id.fetch_add(1, Ordering::Relaxed);
+    let id = proxy.next_id();
     let cancel = proxy.cancel.child_token();
     let broke = BrokeFlag::default();
     let body = {
@@ -388,11 +412,7 @@ fn policy_of(
         None => base,
     };
     if once.is_some() {
-        return policy
-            .to_builder()
-            .max_attempts(1)
-            .build()
-            .map_err(Refused::Invalid);
+        return once_policy(policy).map_err(Refused::Invalid);
     }
     Ok(policy)
 }

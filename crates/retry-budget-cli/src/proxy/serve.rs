@@ -9,6 +9,14 @@
 //! carries: those still running stop as `cancelled` (answered with 503 and
 //! logged so), and the process exits with status 0.
 //!
+//! The proxy port is served by `--workers` threads, each a tokio
+//! current-thread runtime with its own listening socket on the same
+//! address (`SO_REUSEPORT`: the kernel spreads new connections over them)
+//! and its own upstream client: a request is read, forwarded, answered and
+//! logged on one thread, with no hand-off to another. The main thread
+//! runs the admin port, the signals and the drain. What the workers share
+//! (connection limit, client budget, hold-off, metrics) is behind `Arc`s.
+//!
 //! Every client connection, on either port, is bounded (`conn.rs`): a
 //! permit of the port's connection limit, a header timeout, an idle
 //! timeout; and every relayed response body by `--body-idle-timeout`
@@ -24,19 +32,25 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use retry_budget::Secs;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::runtime::Runtime;
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::admin::Admin;
 use super::args::{Args, Config};
 use super::conn::{Activity, Gate, Tracked};
 use super::forward::{self, Proxy};
 use super::metrics::Metrics;
-use super::stack::Stack;
+use super::stack::{Shared, Stack};
 
 /// After the drain time, how long cancelled actions get to send their
 /// answers before the connections are closed.
 const GRACE: Duration = Duration::from_secs(1);
+
+/// The listen backlog of each worker's socket.
+const BACKLOG: u32 = 1024;
 
 /// Runs `retry-budget proxy` until SIGTERM or SIGINT; returns its exit
 /// status (0 after a drain, 1 if it could not start, 2 for a bad flag).
@@ -45,10 +59,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(config) => config,
         Err(message) => return crate::shared::usage_error(&message),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("retry-budget proxy: cannot start the async runtime: {e}");
@@ -56,8 +67,17 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     let result = runtime.block_on(serve(config));
-    // Connections still open after the grace time are closed here.
+    // The admin connections still open are closed here.
     runtime.shutdown_timeout(Duration::from_millis(100));
+    let result = result.and_then(|workers| {
+        for worker in workers {
+            // A worker that panicked has already printed why.
+            worker
+                .join()
+                .map_err(|_| "a worker thread panicked".to_owned())?;
+        }
+        Ok(())
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -67,18 +87,61 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-async fn serve(config: Config) -> Result<(), String> {
+/// A current-thread runtime: the main thread's, and each worker's.
+fn runtime() -> std::io::Result<Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
+/// `workers` listening sockets on `addr`, all on the port the first one
+/// got (`addr`'s, or the one the system chose for port 0).
+fn bind(addr: std::net::SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut listeners = Vec::with_capacity(workers);
+    let mut at = addr;
+    for _ in 0..workers {
+        let socket = if at.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        socket.set_reuseport(true)?;
+        socket.set_nodelay(true)?;
+        socket.bind(at)?;
+        let listener = socket.listen(BACKLOG)?;
+        at = listener.local_addr()?;
+        // Registered again with the runtime of the worker that serves it.
+        listeners.push(listener.into_std()?);
+    }
+    Ok(listeners)
+}
+
+/// What the workers are told by the main thread.
+#[derive(Debug, Clone, Default)]
+struct Phases {
+    /// Stop accepting and drain.
+    stop: CancellationToken,
+    /// The drain time is over: cancel the actions still running.
+    cancel: CancellationToken,
+    /// The grace time is over: close the connections still open.
+    close: CancellationToken,
+}
+
+async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
     let mut terminate =
         signal(SignalKind::terminate()).map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
     let mut interrupt =
         signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for SIGINT: {e}"))?;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| format!("--listen {}: {e}", config.listen))?;
+    let workers = config.workers.get();
+    let listeners =
+        bind(config.listen, workers).map_err(|e| format!("--listen {}: {e}", config.listen))?;
     let admin_listener = TcpListener::bind(config.admin)
         .await
         .map_err(|e| format!("--admin {}: {e}", config.admin))?;
-    let listen = listener
+    let listen = listeners
+        .first()
+        .ok_or("no worker")?
         .local_addr()
         .map_err(|e| format!("--listen: {e}"))?;
     let admin = admin_listener
@@ -86,10 +149,20 @@ async fn serve(config: Config) -> Result<(), String> {
         .map_err(|e| format!("--admin: {e}"))?;
 
     let metrics = Metrics::new();
-    let stack = Stack::new(&config, metrics.clone())?;
+    let shared = Shared::new(&config, metrics.clone())?;
+    let policies = [config.policy]
+        .into_iter()
+        .chain(forward::once_policy(config.policy).ok())
+        .collect::<Vec<_>>();
+    let mut ready_workers = Vec::with_capacity(workers);
+    for listener in listeners {
+        let stack = Stack::new(&config, &shared, &policies)?;
+        let runtime = runtime().map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
+        ready_workers.push((listener, stack, runtime));
+    }
     let drain = config.drain;
     eprintln!(
-        "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c), admin on {admin}, upstream {}; \
+        "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c; {workers} worker(s)), admin on {admin}, upstream {}; \
          budget {}, at most {} attempts, {} per attempt",
         config.upstream,
         Secs(config.policy.total_budget()),
@@ -103,88 +176,154 @@ async fn serve(config: Config) -> Result<(), String> {
         metrics.clone(),
     ));
     let admin_gate = Gate::new(config.admin_max_connections.get(), "admin", metrics.clone());
-    let proxy = Arc::new(Proxy::new(config, stack, metrics.clone()));
     let ready = Arc::new(AtomicBool::new(true));
     let admin_task = tokio::spawn(
         Admin {
-            metrics,
+            metrics: metrics.clone(),
             ready: ready.clone(),
             limits,
         }
         .serve(admin_listener, admin_gate),
     );
 
-    let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(limits.idle_timeout)
-        .keep_alive_timeout(limits.header_timeout);
-    let received = loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    // Past the limit the stream is dropped here: closed at
-                    // once, its descriptor freed.
-                    let Some(permit) = gate.admit() else { continue };
-                    let _ = stream.set_nodelay(true);
-                    let proxy = proxy.clone();
-                    let activity = Activity::default();
-                    let requests = activity.clone();
-                    let service = service_fn(move |request| {
-                        let in_flight = requests.begin();
-                        let handled = forward::handle(proxy.clone(), request);
-                        async move {
-                            let response = handled.await?;
-                            Ok::<_, std::convert::Infallible>(
-                                response.map(|body| Tracked::new(body, in_flight)),
-                            )
-                        }
-                    });
-                    let connection = builder
-                        .serve_connection(TokioIo::new(stream), service)
-                        .into_owned();
-                    let watched = graceful.watch(connection);
-                    let gate = gate.clone();
-                    tokio::spawn(async move {
-                        gate.serve(watched, activity, limits, permit).await;
-                    });
-                }
-                Err(e) => {
-                    // Out of file descriptors, most likely: wait a little
-                    // rather than spin.
-                    eprintln!("retry-budget proxy: cannot accept a connection: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            _ = terminate.recv() => break "SIGTERM",
-            _ = interrupt.recv() => break "SIGINT",
-        }
-    };
+    let config = Arc::new(config);
+    let phases = Phases::default();
+    // Each worker holds a sender until its connections are drained (or
+    // closed): the receiver's `recv` ends when all are.
+    let (drained, mut all_drained) = mpsc::channel::<()>(1);
+    let mut threads = Vec::with_capacity(workers);
+    for (index, (listener, stack, runtime)) in ready_workers.into_iter().enumerate() {
+        let worker = Worker {
+            proxy: Arc::new(Proxy::new(
+                config.clone(),
+                stack,
+                metrics.clone(),
+                &phases.cancel,
+                (index, workers),
+            )),
+            gate: gate.clone(),
+            phases: phases.clone(),
+            drained: drained.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("proxy-worker-{index}"))
+            .spawn(move || {
+                runtime.block_on(worker.serve(listener));
+                // Connections still open after the grace time are closed
+                // here.
+                runtime.shutdown_timeout(Duration::from_millis(100));
+            })
+            .map_err(|e| format!("cannot start a worker thread: {e}"))?;
+        threads.push(thread);
+    }
+    drop(drained);
 
-    drop(listener);
+    let received = tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = interrupt.recv() => "SIGINT",
+    };
+    phases.stop.cancel();
     ready.store(false, Ordering::SeqCst);
     eprintln!(
         "retry-budget proxy: {received}: no new connections; draining {} connection(s) for up to {}",
-        graceful.count(),
+        gate.open(),
         Secs(drain),
     );
-    let shutdown = graceful.shutdown();
-    tokio::pin!(shutdown);
-    if tokio::time::timeout(drain, &mut shutdown).await.is_ok() {
+    let all_drained = all_drained.recv();
+    tokio::pin!(all_drained);
+    if tokio::time::timeout(drain, &mut all_drained).await.is_ok() {
         eprintln!("retry-budget proxy: drained");
     } else {
         eprintln!("retry-budget proxy: drain time over: cancelling the actions still in flight");
-        proxy.cancel.cancel();
-        if tokio::time::timeout(GRACE, &mut shutdown).await.is_err() {
+        phases.cancel.cancel();
+        if tokio::time::timeout(GRACE, &mut all_drained).await.is_err() {
             eprintln!("retry-budget proxy: closing the connections still open");
         }
     }
+    phases.close.cancel();
     admin_task.abort();
-    Ok(())
+    Ok(threads)
+}
+
+/// One worker thread's part of the proxy port.
+struct Worker {
+    proxy: Arc<Proxy>,
+    gate: Arc<Gate>,
+    phases: Phases,
+    drained: mpsc::Sender<()>,
+}
+
+impl Worker {
+    /// Accepts and serves connections until told to stop, then drains them
+    /// until they are done or told to close them.
+    async fn serve(self, listener: std::net::TcpListener) {
+        let listener = match listener
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(listener))
+        {
+            Ok(listener) => listener,
+            Err(e) => {
+                eprintln!("retry-budget proxy: a worker cannot listen: {e}");
+                return;
+            }
+        };
+        let limits = self.proxy.config.connections;
+        let graceful = GracefulShutdown::new();
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
+        builder
+            .http2()
+            .timer(TokioTimer::new())
+            .keep_alive_interval(limits.idle_timeout)
+            .keep_alive_timeout(limits.header_timeout);
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        // Past the limit the stream is dropped here: closed
+                        // at once, its descriptor freed.
+                        let Some(permit) = self.gate.admit() else { continue };
+                        let _ = stream.set_nodelay(true);
+                        let proxy = self.proxy.clone();
+                        let activity = Activity::default();
+                        let requests = activity.clone();
+                        let service = service_fn(move |request| {
+                            let in_flight = requests.begin();
+                            let handled = forward::handle(proxy.clone(), request);
+                            async move {
+                                let response = handled.await?;
+                                Ok::<_, std::convert::Infallible>(
+                                    response.map(|body| Tracked::new(body, in_flight)),
+                                )
+                            }
+                        });
+                        let connection = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .into_owned();
+                        let watched = graceful.watch(connection);
+                        let gate = self.gate.clone();
+                        tokio::spawn(async move {
+                            gate.serve(watched, activity, limits, permit).await;
+                        });
+                    }
+                    Err(e) => {
+                        // Out of file descriptors, most likely: wait a
+                        // little rather than spin.
+                        eprintln!("retry-budget proxy: cannot accept a connection: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                () = self.phases.stop.cancelled() => break,
+            }
+        }
+        drop(listener);
+        tokio::select! {
+            () = graceful.shutdown() => {}
+            () = self.phases.close.cancelled() => {}
+        }
+        drop(self.drained);
+    }
 }

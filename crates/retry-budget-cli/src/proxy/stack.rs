@@ -14,14 +14,19 @@
 //!   → hyper-util Client  (HTTP/1.1 or HTTP/2, http:// or https://)
 //! ```
 //!
-//! The part below the retry layer is built once and cloned per request
-//! (the clones share the connection pool and the limit's semaphore). The
-//! retry layer is made per request, because a caller's deadline or a
-//! request that must go once gives that request its own [`Policy`]; what
-//! the actions share (client budget, hold-off map, the metrics observer)
-//! is passed in by handle, so the many-action parts work across requests as
-//! in one long-lived layer. (The handler puts an `ActionId` in each
-//! request, so the observer's ids stay unique across these layers.)
+//! Each worker thread has a stack of its own (its own hyper-util client,
+//! so its upstream connections are driven on its own thread); what the
+//! actions of all workers share ([`Shared`]: the client budget, the
+//! hold-off map, the `--concurrency` semaphore, the metrics observer) is
+//! built once and passed in by handle, so the many-action parts work
+//! across requests and workers as in one long-lived layer. (The handler
+//! puts an `ActionId` in each request, so the observer's ids stay unique.)
+//!
+//! The whole service is built once per worker for the two policies nearly
+//! every request has (the configured one, and the one-attempt policy of a
+//! request that must go once) and cloned per request; only a request whose
+//! caller sent a deadline, which gives it a [`Policy`] of its own, gets a
+//! retry layer made for it.
 
 use std::sync::Arc;
 
@@ -31,7 +36,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use retry_budget::Policy;
-use tower::limit::ConcurrencyLimitLayer;
+use tokio::sync::Semaphore;
+use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
 use tower_retry_budget::{
@@ -67,7 +73,39 @@ pub type PerRequest = tower_retry_budget::replay::ReplayBodyService<
     >,
 >;
 
-/// The shared parts of the stack; see the [module docs](self).
+/// What the stacks of all workers share, built once; see the
+/// [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Shared {
+    hold_off: Option<HoldOff>,
+    /// `--concurrency`: one limit over all workers.
+    concurrency: Option<Arc<Semaphore>>,
+    metrics: Metrics,
+}
+
+impl Shared {
+    /// Builds the shared parts (the hold-off's store task, if any, starts
+    /// on the current runtime).
+    ///
+    /// # Errors
+    ///
+    /// A one-line message: the hold-off's store could not start.
+    pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
+        let hold_off = hold_off(config)?;
+        if let Some(map) = &hold_off {
+            metrics.watch_hold_off(map.clone());
+        }
+        Ok(Self {
+            hold_off,
+            concurrency: config
+                .concurrency
+                .map(|n| Arc::new(Semaphore::new(n.get()))),
+            metrics,
+        })
+    }
+}
+
+/// One worker's stack; see the [module docs](self).
 #[derive(Clone)]
 pub struct Stack {
     below: Below,
@@ -77,8 +115,10 @@ pub struct Stack {
     /// Reads a 429's JSON body for a quota used up (no codes: untouched).
     quota: QuotaLayer,
     client_budget: Option<ClientBudget>,
-    hold_off: Option<HoldOff>,
-    metrics: Metrics,
+    shared: Shared,
+    /// The service of every request under one of these policies, built
+    /// once.
+    built: Vec<(Policy, PerRequest)>,
 }
 
 impl std::fmt::Debug for Stack {
@@ -86,7 +126,7 @@ impl std::fmt::Debug for Stack {
         f.debug_struct("Stack")
             .field("untrusted_clock", &self.untrusted_clock)
             .field("client_budget", &self.client_budget)
-            .field("hold_off", &self.hold_off)
+            .field("shared", &self.shared)
             .finish_non_exhaustive()
     }
 }
@@ -113,41 +153,47 @@ pub fn hold_off(config: &Config) -> Result<Option<HoldOff>, String> {
 }
 
 impl Stack {
-    /// Builds the client and the shared parts.
+    /// Builds a worker's client, and its services for `policies` (the
+    /// policies most requests have).
     ///
     /// # Errors
     ///
-    /// A one-line message: the TLS roots could not be loaded, or the
-    /// hold-off's store could not start.
-    pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
+    /// A one-line message: the TLS roots could not be loaded.
+    pub fn new(config: &Config, shared: &Shared, policies: &[Policy]) -> Result<Self, String> {
         let client = client(config)?;
         let below = ServiceBuilder::new()
             .option_layer(
-                config
+                shared
                     .concurrency
-                    .map(|n| ConcurrencyLimitLayer::new(n.get())),
+                    .clone()
+                    .map(GlobalConcurrencyLimitLayer::with_semaphore),
             )
             .layer(AttemptLayer)
             .service(client);
-        let hold_off = hold_off(config)?;
-        if let Some(map) = &hold_off {
-            metrics.watch_hold_off(map.clone());
-        }
-        Ok(Self {
+        let mut stack = Self {
             below,
             untrusted_clock: !config.trusted_clock,
             reset: config.reset.clone(),
             quota: config.quota.clone(),
             client_budget: config.client_budget.clone(),
-            hold_off,
-            metrics,
-        })
+            shared: shared.clone(),
+            built: Vec::new(),
+        };
+        stack.built = policies.iter().map(|p| (*p, stack.build(*p))).collect();
+        Ok(stack)
     }
 
     /// The service for one request under `policy`.
     pub fn service(&self, policy: Policy) -> PerRequest {
+        match self.built.iter().find(|(p, _)| *p == policy) {
+            Some((_, service)) => service.clone(),
+            None => self.build(policy),
+        }
+    }
+
+    fn build(&self, policy: Policy) -> PerRequest {
         let mut layer = RetryBudgetLayer::new(policy)
-            .observer(self.metrics.clone())
+            .observer(self.shared.metrics.clone())
             .attempt_deadlines();
         if self.untrusted_clock {
             layer = layer.calendar(UntrustedCalendar);
@@ -158,7 +204,7 @@ impl Stack {
         if let Some(budget) = &self.client_budget {
             layer = layer.client_budget(budget.clone());
         }
-        if let Some(map) = &self.hold_off {
+        if let Some(map) = &self.shared.hold_off {
             layer = layer.hold_off(map.clone());
         }
         let mark: fn(Request<UpstreamBody>) -> Request<UpstreamBody> = budget_it;

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Throughput and added latency of `retry-budget proxy` beside nginx
+# `proxy_pass` and HAProxy, all in front of the same nginx upstream
+# (`return 200`), on loopback. BENCHMARKS.md ("Sidecar proxy") records its
+# runs and says how to read them.
+#
+#   bash crates/retry-budget-cli/benches/proxy-throughput.sh
+#
+# Environment (all optional):
+#   WORKERS=2        workers of each proxy (nginx worker_processes, HAProxy
+#                    nbthread, retry-budget --workers)
+#   DURATION=10s     each wrk run (wrk -t2 -c64)
+#   ROUNDS=2         interleaved rounds over the four targets
+#   RATE_RUNS=1      fixed-rate (500 requests/s, hey) rounds; 0: none
+#   PROXY_ARGS=...   more flags for retry-budget proxy
+#   NO_BUILD=1       use the existing target/release/retry-budget
+#   NO_INSTALL=1     do not install the packages
+#
+# It installs wrk, nginx, HAProxy and hey with apt-get (through sudo when not
+# root), builds the release binary, starts everything on 127.0.0.1:18480-18485
+# under a temporary directory, and stops all it started on exit.
+set -euo pipefail
+
+WORKERS=${WORKERS:-2}
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-2}
+RATE_RUNS=${RATE_RUNS:-1}
+PROXY_ARGS=${PROXY_ARGS:-}
+
+root=$(cd "$(dirname "$0")/../../.." && pwd)
+target=${CARGO_TARGET_DIR:-$root/target}
+
+if [ -z "${NO_INSTALL:-}" ]; then
+    missing=()
+    command -v wrk >/dev/null || missing+=(wrk)
+    command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+    command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
+    command -v hey >/dev/null || missing+=(hey)
+    if [ ${#missing[@]} -gt 0 ]; then
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo=sudo
+        $sudo apt-get update -qq
+        $sudo apt-get install -y -qq "${missing[@]}"
+    fi
+fi
+PATH=$PATH:/usr/sbin
+
+if [ -z "${NO_BUILD:-}" ]; then
+    (cd "$root" && cargo build --release -q -p retry-budget-cli)
+fi
+bin=$target/release/retry-budget
+
+dir=$(mktemp -d /tmp/proxy-throughput.XXXXXX)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+UPSTREAM=18480
+NGINX=18481
+HAPROXY=18482
+OURS=18483
+ADMIN=18484
+
+mkdir -p "$dir/up/logs" "$dir/px/logs"
+# The upstream: one worker, as in the issue's and BENCHMARKS.md's runs.
+cat >"$dir/up/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $dir/up/nginx.pid;
+error_log $dir/up/logs/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    server {
+        listen 127.0.0.1:$UPSTREAM reuseport backlog=4096;
+        keepalive_requests 1000000;
+        location / { return 200 "ok\n"; }
+    }
+}
+EOF
+# nginx proxy_pass with a kept-alive upstream pool.
+cat >"$dir/px/nginx.conf" <<EOF
+daemon off;
+worker_processes $WORKERS;
+pid $dir/px/nginx.pid;
+error_log $dir/px/logs/error.log;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    upstream up {
+        server 127.0.0.1:$UPSTREAM;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$NGINX reuseport backlog=4096;
+        keepalive_requests 1000000;
+        location / {
+            proxy_pass http://up;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+cat >"$dir/haproxy.cfg" <<EOF
+global
+    nbthread $WORKERS
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    http-reuse always
+frontend f
+    bind 127.0.0.1:$HAPROXY
+    default_backend b
+backend b
+    server up 127.0.0.1:$UPSTREAM
+EOF
+
+nginx -c "$dir/up/nginx.conf" -p "$dir/up" 2>"$dir/up/stderr" &
+pids+=($!)
+nginx -c "$dir/px/nginx.conf" -p "$dir/px" 2>"$dir/px/stderr" &
+pids+=($!)
+haproxy -f "$dir/haproxy.cfg" -db 2>"$dir/haproxy.stderr" &
+pids+=($!)
+workers=()
+# (A build from before `--workers` runs on tokio's multi-thread runtime.)
+if "$bin" proxy --help | grep -q -- --workers; then workers=(--workers "$WORKERS"); fi
+# shellcheck disable=SC2086 # PROXY_ARGS is a list of flags
+"$bin" proxy --upstream "http://127.0.0.1:$UPSTREAM" \
+    --listen "127.0.0.1:$OURS" --admin "127.0.0.1:$ADMIN" \
+    "${workers[@]}" $PROXY_ARGS 2>"$dir/proxy.log" &
+pids+=($!)
+
+for port in $UPSTREAM $NGINX $HAPROXY $OURS; do
+    for _ in $(seq 100); do
+        curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
+        sleep 0.1
+    done
+    curl -fsS -o /dev/null "http://127.0.0.1:$port/" || {
+        echo "port $port does not answer" >&2
+        cat "$dir"/*.stderr "$dir"/*/stderr "$dir/proxy.log" >&2 || true
+        exit 1
+    }
+done
+
+names=("nginx directly" "nginx proxy_pass" "HAProxy" "retry-budget proxy")
+ports=($UPSTREAM $NGINX $HAPROXY $OURS)
+declare -A best p99s
+
+echo "load before: $(uptime)"
+echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+echo
+echo "| round | target | requests/s | p50 | p99 | load (1 min) |"
+echo "|---|---|---:|---:|---:|---:|"
+for round in $(seq "$ROUNDS"); do
+    for i in "${!names[@]}"; do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        out=$(wrk -t2 -c64 -d"$DURATION" --latency "http://127.0.0.1:${ports[$i]}/")
+        rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+        p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+        p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+        non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+        echo "| $round | ${names[$i]} | $rps${non2xx:+ ($non2xx non-2xx)} | $p50 | $p99 | $load |"
+        prev=${best[$i]:-0}
+        if awk -v a="$rps" -v b="$prev" 'BEGIN { exit !(a > b) }'; then best[$i]=$rps; fi
+    done
+done
+echo
+nginx_best=${best[1]}
+ours_best=${best[3]}
+echo "best of $ROUNDS: nginx proxy_pass $nginx_best, HAProxy ${best[2]}, retry-budget proxy $ours_best, nginx directly ${best[0]}"
+awk -v a="$ours_best" -v b="$nginx_best" \
+    'BEGIN { printf "retry-budget proxy / nginx proxy_pass: %.2fx (target >= 0.80x)\n", a / b }'
+
+if [ "$RATE_RUNS" -gt 0 ]; then
+    echo
+    echo "Fixed rate: hey -z 10s -c 10 -q 50 (500 requests/s); latency in ms"
+    echo
+    echo "| round | target | requests/s | p50 | p99 | added p99 over direct | load (1 min) |"
+    echo "|---|---|---:|---:|---:|---:|---:|"
+    for round in $(seq "$RATE_RUNS"); do
+        direct99=""
+        for i in "${!names[@]}"; do
+            load=$(cut -d' ' -f1 /proc/loadavg)
+            out=$(hey -z 10s -c 10 -q 50 "http://127.0.0.1:${ports[$i]}/")
+            rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+            p50=$(awk '$1 == "50%" {printf "%.2f", $3 * 1000}' <<<"$out")
+            p99=$(awk '$1 == "99%" {printf "%.2f", $3 * 1000}' <<<"$out")
+            [ -n "$direct99" ] || direct99=$p99
+            added=$(awk -v a="$p99" -v b="$direct99" 'BEGIN { printf "%+.2f", a - b }')
+            p99s[$i]=$added
+            echo "| $round | ${names[$i]} | $rps | $p50 | $p99 | $added | $load |"
+        done
+    done
+    awk -v a="${p99s[3]}" -v b="${p99s[1]}" \
+        'BEGIN { printf "\nadded p99: retry-budget proxy %+.2f ms, nginx proxy_pass %+.2f ms (target: at most nginx + 0.30 ms: %s)\n", a, b, (a <= b + 0.3 ? "met" : "not met") }'
+fi
+echo
+echo "load after: $(uptime)"
+echo "proxy log lines: $(wc -l <"$dir/proxy.log")"
