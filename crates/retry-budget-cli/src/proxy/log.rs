@@ -4,10 +4,18 @@
 //! relayed response is written when its body ends, not when its head is
 //! relayed.
 //!
+//! A worker thread keeps its lines in a buffer of its own
+//! ([`buffer_this_thread`]) and writes them in one `write` when its runtime
+//! has nothing else to do ([`flush_this_thread`], from the runtime's park
+//! hook) or when the buffer passes [`FLUSH_AT`]: one system call and one
+//! take of the stderr lock per batch rather than per request. A thread
+//! without a buffer writes each line at once.
+//!
 //! Built from the action's [`Report`] only: no header is ever logged, so
 //! no secret header can be, and the URL goes through
 //! [`logged_uri`](crate::redact::logged_uri).
 
+use std::cell::RefCell;
 use std::io::Write;
 use std::time::{Duration, SystemTime};
 
@@ -110,13 +118,58 @@ impl<'a> ActionLine<'a> {
         }
     }
 
-    /// Writes the line to stderr (a closed stderr is not worth failing a
-    /// request for).
+    /// Writes the line to stderr, through this thread's buffer if it has
+    /// one (a closed stderr is not worth failing a request for).
     pub fn write(&self, format: LogFormat) {
         let mut line = self.render(format);
         line.push('\n');
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        let full = BUFFER.with(|buffer| {
+            let mut buffer = buffer.try_borrow_mut().ok()?;
+            let lines = buffer.as_mut()?;
+            lines.extend_from_slice(line.as_bytes());
+            Some(lines.len() >= FLUSH_AT)
+        });
+        match full {
+            Some(true) => flush_this_thread(),
+            Some(false) => {}
+            None => {
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            }
+        }
     }
+}
+
+/// A thread's buffer is written once it holds this many bytes.
+pub const FLUSH_AT: usize = 16 * 1024;
+
+thread_local! {
+    /// This thread's lines not yet written, if it buffers them.
+    static BUFFER: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+}
+
+/// From now on this thread's lines are buffered until
+/// [`flush_this_thread`] (or until the buffer passes [`FLUSH_AT`]).
+pub fn buffer_this_thread() {
+    BUFFER.with(|buffer| {
+        if let Ok(mut buffer) = buffer.try_borrow_mut() {
+            buffer.get_or_insert_with(|| Vec::with_capacity(FLUSH_AT * 2));
+        }
+    });
+}
+
+/// Writes this thread's buffered lines, if any, in one write.
+pub fn flush_this_thread() {
+    BUFFER.with(|buffer| {
+        // Not re-entered (nothing below logs), but a failed borrow must
+        // not panic: the lines then wait for the next flush.
+        let Ok(mut buffer) = buffer.try_borrow_mut() else {
+            return;
+        };
+        if let Some(lines) = buffer.as_mut().filter(|lines| !lines.is_empty()) {
+            let _ = std::io::stderr().lock().write_all(lines);
+            lines.clear();
+        }
+    });
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ use super::admin::Admin;
 use super::args::{Args, Config};
 use super::conn::{Activity, Gate, Tracked};
 use super::forward::{self, Proxy};
+use super::log;
 use super::metrics::Metrics;
 use super::stack::{Shared, Stack};
 
@@ -59,7 +60,7 @@ pub fn run(args: Args) -> ExitCode {
         Ok(config) => config,
         Err(message) => return crate::shared::usage_error(&message),
     };
-    let runtime = match runtime() {
+    let runtime = match runtime(false) {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("retry-budget proxy: cannot start the async runtime: {e}");
@@ -87,11 +88,14 @@ pub fn run(args: Args) -> ExitCode {
     }
 }
 
-/// A current-thread runtime: the main thread's, and each worker's.
-fn runtime() -> std::io::Result<Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+/// A current-thread runtime: the main thread's, and each worker's (which
+/// writes its buffered log lines whenever it has nothing else to do).
+fn runtime(worker: bool) -> std::io::Result<Runtime> {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    if worker {
+        builder.on_thread_park(log::flush_this_thread);
+    }
+    builder.enable_all().build()
 }
 
 /// `workers` listening sockets on `addr`, all on the port the first one
@@ -157,7 +161,7 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
     let mut ready_workers = Vec::with_capacity(workers);
     for listener in listeners {
         let stack = Stack::new(&config, &shared, &policies)?;
-        let runtime = runtime().map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
+        let runtime = runtime(true).map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
         ready_workers.push((listener, stack, runtime));
     }
     let drain = config.drain;
@@ -208,10 +212,12 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
         let thread = std::thread::Builder::new()
             .name(format!("proxy-worker-{index}"))
             .spawn(move || {
+                log::buffer_this_thread();
                 runtime.block_on(worker.serve(listener));
                 // Connections still open after the grace time are closed
-                // here.
+                // here (their actions' lines written then).
                 runtime.shutdown_timeout(Duration::from_millis(100));
+                log::flush_this_thread();
             })
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         threads.push(thread);
