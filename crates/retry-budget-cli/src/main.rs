@@ -32,6 +32,9 @@ mod table;
 mod tls;
 mod url;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Retry 429 Too Many Requests inside a hard time and attempt budget.
 #[derive(Debug, Parser)]
 #[command(name = "retry-budget", version)]
