@@ -29,7 +29,11 @@ use std::task::{Context, Poll};
 
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 
 use super::args::ConnectionLimits;
 use super::metrics::Metrics;
@@ -119,19 +123,36 @@ impl Expired {
     }
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+/// What a connection's requests have done, in atomics its task reads
+/// (one connection's requests all run on its task's thread, so these are
+/// never contended).
+#[derive(Debug)]
 struct Counts {
-    started: u64,
-    in_flight: usize,
+    /// Requests started.
+    started: AtomicU64,
+    /// Requests in flight.
+    in_flight: AtomicUsize,
+    /// When the last request in flight ended, as nanoseconds after
+    /// `origin`.
+    idle_since: AtomicU64,
+    origin: Instant,
+    /// Told once, when the first request starts.
+    first: Notify,
 }
 
 /// The requests of one connection; see the [module docs](self).
 #[derive(Debug, Clone)]
-pub struct Activity(Arc<watch::Sender<Counts>>);
+pub struct Activity(Arc<Counts>);
 
 impl Default for Activity {
     fn default() -> Self {
-        Self(Arc::new(watch::Sender::new(Counts::default())))
+        Self(Arc::new(Counts {
+            started: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(0),
+            origin: Instant::now(),
+            first: Notify::new(),
+        }))
     }
 }
 
@@ -139,38 +160,45 @@ impl Activity {
     /// A request has arrived (its head is complete); it is in flight until
     /// the guard is dropped.
     pub fn begin(&self) -> InFlight {
-        self.0.send_modify(|c| {
-            c.started += 1;
-            c.in_flight += 1;
-        });
+        self.0.in_flight.fetch_add(1, Ordering::Relaxed);
+        if self.0.started.fetch_add(1, Ordering::Relaxed) == 0 {
+            // Kept as a permit if `expired` is not waiting yet.
+            self.0.first.notify_one();
+        }
         InFlight(self.clone())
     }
 
     /// Resolves when the connection is past one of its bounds: no first
     /// request within the header timeout, or no request in flight for the
     /// idle timeout.
+    ///
+    /// Nothing wakes it per request: after the first request it sleeps
+    /// until the earliest time the connection could be idle long enough
+    /// (the end of the last request plus the idle timeout, or, while a
+    /// request is in flight, one idle timeout later) and looks again.
     pub async fn expired(&self, limits: ConnectionLimits) -> Expired {
-        let mut counts = self.0.subscribe();
-        let first = counts.wait_for(|c| c.started > 0);
-        if tokio::time::timeout(limits.header_timeout, first)
+        let counts = &*self.0;
+        if tokio::time::timeout(limits.header_timeout, counts.first.notified())
             .await
             .is_err()
+            && counts.started.load(Ordering::Relaxed) == 0
         {
             return Expired::NoFirstRequest;
         }
         loop {
-            // The sender lives as long as `self`: these waits end only
-            // when the counts change.
-            let started = match counts.wait_for(|c| c.in_flight == 0).await {
-                Ok(c) => c.started,
-                Err(_) => return Expired::Idle,
+            let now = Instant::now();
+            let due = if counts.in_flight.load(Ordering::Relaxed) > 0 {
+                crate::clock::instant_at(now, limits.idle_timeout)
+            } else {
+                let ended = Duration::from_nanos(counts.idle_since.load(Ordering::Relaxed));
+                crate::clock::instant_at(counts.origin, ended)
+                    .and_then(|ended| crate::clock::instant_at(ended, limits.idle_timeout))
             };
-            let next = counts.wait_for(|c| c.started > started);
-            if tokio::time::timeout(limits.idle_timeout, next)
-                .await
-                .is_err()
-            {
-                return Expired::Idle;
+            match due {
+                Some(due) if due <= now => return Expired::Idle,
+                Some(due) => tokio::time::sleep_until(due).await,
+                // Past tokio's clock: never.
+                None => std::future::pending().await,
             }
         }
     }
@@ -182,7 +210,12 @@ pub struct InFlight(Activity);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0 .0.send_modify(|c| c.in_flight -= 1);
+        let counts = &*self.0 .0;
+        if counts.in_flight.fetch_sub(1, Ordering::Relaxed) == 1 {
+            let ended = Instant::now().saturating_duration_since(counts.origin);
+            let nanos = u64::try_from(ended.as_nanos()).unwrap_or(u64::MAX);
+            counts.idle_since.store(nanos, Ordering::Relaxed);
+        }
     }
 }
 
@@ -229,7 +262,6 @@ impl<B: Body> Body for Tracked<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     const LIMITS: ConnectionLimits = ConnectionLimits {
         header_timeout: Duration::from_secs(5),

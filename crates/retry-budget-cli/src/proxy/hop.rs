@@ -22,8 +22,28 @@ use http::{HeaderMap, HeaderName};
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
+/// Whether `headers` has any field named in `names`: one pass over the
+/// names present (most requests and responses have none of these), rather
+/// than a hashed removal per name.
+fn any_of(headers: &HeaderMap, names: &[HeaderName]) -> bool {
+    headers.keys().any(|name| names.contains(name))
+}
+
+/// What [`strip`] removes, besides the fields `Connection` names (which a
+/// message without `Connection` has none of).
+const HOP: [HeaderName; 5] = [
+    CONNECTION,
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    TRANSFER_ENCODING,
+    UPGRADE,
+];
+
 /// Removes the hop-by-hop fields of a request about to be forwarded.
 pub fn strip_request(headers: &mut HeaderMap) {
+    if !any_of(headers, &HOP) && !any_of(headers, &[PROXY_AUTHORIZATION, TE]) {
+        return;
+    }
     strip(headers);
     headers.remove(PROXY_AUTHORIZATION);
     let trailers = headers
@@ -38,6 +58,9 @@ pub fn strip_request(headers: &mut HeaderMap) {
 
 /// Removes the hop-by-hop fields of a response about to be relayed.
 pub fn strip_response(headers: &mut HeaderMap) {
+    if !any_of(headers, &HOP) && !any_of(headers, &[TE, PROXY_AUTHENTICATE]) {
+        return;
+    }
     strip(headers);
     headers.remove(TE);
     headers.remove(PROXY_AUTHENTICATE);
@@ -55,13 +78,7 @@ fn strip(headers: &mut HeaderMap) {
     for name in named {
         headers.remove(name);
     }
-    for name in [
-        CONNECTION,
-        KEEP_ALIVE,
-        PROXY_CONNECTION,
-        TRANSFER_ENCODING,
-        UPGRADE,
-    ] {
+    for name in HOP {
         headers.remove(name);
     }
 }
