@@ -163,7 +163,11 @@ impl Upstream {
     pub fn uri_for(&self, path: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
         let (path, query) = path.map_or(("/", None), |p| (p.path(), p.query()));
         let path = normalize(path).map_err(TargetError::Path)?;
-        let mut joined = format!("{}{path}", self.prefix);
+        let mut joined = String::with_capacity(
+            self.prefix.len() + path.len() + query.map_or(0, |q| q.len() + 1),
+        );
+        joined.push_str(&self.prefix);
+        joined.push_str(&path);
         if let Some(query) = query {
             joined.push('?');
             joined.push_str(query);

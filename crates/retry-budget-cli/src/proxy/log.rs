@@ -72,11 +72,19 @@ impl<'a> ActionLine<'a> {
 
     /// The line, without its newline.
     pub fn render(&self, format: LogFormat) -> String {
+        let mut line = String::with_capacity(160);
+        self.render_to(format, &mut line);
+        line
+    }
+
+    /// Appends the line, without its newline, to `line`.
+    fn render_to(&self, format: LogFormat, line: &mut String) {
+        use std::fmt::Write as _;
         let time = humantime::format_rfc3339_millis(SystemTime::now());
         let elapsed_s = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
         match format {
             LogFormat::Json => {
-                let mut line = serde_json::json!({
+                let mut json = serde_json::json!({
                     "time": time.to_string(),
                     "method": self.method.as_str(),
                     "url": logged_uri(self.url).to_string(),
@@ -85,7 +93,7 @@ impl<'a> ActionLine<'a> {
                     "elapsed_s": elapsed_s,
                     "last_status": self.last_status,
                 });
-                if let Some(map) = line.as_object_mut() {
+                if let Some(map) = json.as_object_mut() {
                     if let Some(once) = self.once {
                         map.insert("forwarded_once".into(), once.into());
                     }
@@ -93,27 +101,33 @@ impl<'a> ActionLine<'a> {
                         map.insert("body".into(), body.as_str().into());
                     }
                 }
-                line.to_string()
+                let _ = write!(line, "{json}");
             }
             LogFormat::Text => {
-                let status = self
-                    .last_status
-                    .map_or_else(|| "none".to_owned(), |s| s.to_string());
-                let body = self
-                    .body
-                    .map_or_else(String::new, |b| format!(" body={}", b.as_str()));
-                let mut line = format!(
-                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s{body} last_status={status}",
+                // Written in place: no string per field (a `String`'s
+                // `fmt::Write` cannot fail).
+                let _ = write!(
+                    line,
+                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s",
                     self.method,
                     logged_uri(self.url),
                     self.outcome,
                     self.attempts,
                 );
+                if let Some(body) = self.body {
+                    line.push_str(" body=");
+                    line.push_str(body.as_str());
+                }
+                match self.last_status {
+                    Some(status) => {
+                        let _ = write!(line, " last_status={status}");
+                    }
+                    None => line.push_str(" last_status=none"),
+                }
                 if let Some(once) = self.once {
                     line.push_str(" forwarded_once=");
                     line.push_str(once);
                 }
-                line
             }
         }
     }
@@ -121,18 +135,19 @@ impl<'a> ActionLine<'a> {
     /// Writes the line to stderr, through this thread's buffer if it has
     /// one (a closed stderr is not worth failing a request for).
     pub fn write(&self, format: LogFormat) {
-        let mut line = self.render(format);
-        line.push('\n');
         let full = BUFFER.with(|buffer| {
             let mut buffer = buffer.try_borrow_mut().ok()?;
             let lines = buffer.as_mut()?;
-            lines.extend_from_slice(line.as_bytes());
+            self.render_to(format, lines);
+            lines.push('\n');
             Some(lines.len() >= FLUSH_AT)
         });
         match full {
             Some(true) => flush_this_thread(),
             Some(false) => {}
             None => {
+                let mut line = self.render(format);
+                line.push('\n');
                 let _ = std::io::stderr().lock().write_all(line.as_bytes());
             }
         }
@@ -144,7 +159,7 @@ pub const FLUSH_AT: usize = 16 * 1024;
 
 thread_local! {
     /// This thread's lines not yet written, if it buffers them.
-    static BUFFER: RefCell<Option<Vec<u8>>> = const { RefCell::new(None) };
+    static BUFFER: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
 /// From now on this thread's lines are buffered until
@@ -152,7 +167,7 @@ thread_local! {
 pub fn buffer_this_thread() {
     BUFFER.with(|buffer| {
         if let Ok(mut buffer) = buffer.try_borrow_mut() {
-            buffer.get_or_insert_with(|| Vec::with_capacity(FLUSH_AT * 2));
+            buffer.get_or_insert_with(|| String::with_capacity(FLUSH_AT * 2));
         }
     });
 }
@@ -166,7 +181,7 @@ pub fn flush_this_thread() {
             return;
         };
         if let Some(lines) = buffer.as_mut().filter(|lines| !lines.is_empty()) {
-            let _ = std::io::stderr().lock().write_all(lines);
+            let _ = std::io::stderr().lock().write_all(lines.as_bytes());
             lines.clear();
         }
     });

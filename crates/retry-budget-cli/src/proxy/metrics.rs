@@ -105,6 +105,9 @@ fn wait_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 2.0, 10))
 }
 
+/// The shards of the running actions' map.
+const SHARDS: usize = 16;
+
 /// What the observer knows of an action still running.
 #[derive(Debug, Default)]
 struct Running {
@@ -129,7 +132,10 @@ struct Inner {
     throttled: Counter,
     in_flight: Gauge,
     waiting: Gauge,
-    running: Mutex<HashMap<u64, Running>>,
+    /// By action id, in [`SHARDS`] maps: an action's id picks its shard,
+    /// so the workers (whose ids differ modulo their number) seldom take
+    /// the same lock.
+    running: [Mutex<HashMap<u64, Running>>; SHARDS],
     /// The shared hold-off, whose store's health each scrape reads.
     hold_off: OnceLock<HoldOff>,
     store_available: Family<StoreLabels, Gauge>,
@@ -141,6 +147,8 @@ struct Inner {
     /// Actions whose caller's request body broke: counted as the caller's
     /// fault, not the upstream's.
     caller_faults: Mutex<std::collections::HashSet<u64>>,
+    /// Whether `caller_faults` may hold any id.
+    any_caller_faults: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -266,7 +274,7 @@ impl Metrics {
                 throttled,
                 in_flight,
                 waiting,
-                running: Mutex::new(HashMap::new()),
+                running: std::array::from_fn(|_| Mutex::default()),
                 hold_off: OnceLock::new(),
                 store_available,
                 store_failures,
@@ -275,6 +283,7 @@ impl Metrics {
                 connections_closed,
                 bodies,
                 caller_faults: Mutex::default(),
+                any_caller_faults: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -315,7 +324,10 @@ impl Metrics {
     /// One trail event of action `id`, as the layer records it.
     pub fn event(&self, id: u64, event: &Event) {
         let m = &*self.inner;
-        let mut running = m.running.lock().unwrap_or_else(PoisonError::into_inner);
+        let shard = usize::try_from(id % SHARDS as u64).unwrap_or(0);
+        let mut running = m.running[shard]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let state = running.entry(id).or_insert_with(|| {
             m.in_flight.inc();
             Running::default()
@@ -379,21 +391,39 @@ impl Metrics {
     /// The caller's request body of action `id` broke: its report is
     /// counted as `outcome="bad_request_body",category="caller"`.
     pub fn caller_body_broke(&self, id: u64) {
-        self.inner
+        let mut faults = self
+            .inner
             .caller_faults
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(id);
+            .unwrap_or_else(PoisonError::into_inner);
+        faults.insert(id);
+        self.inner
+            .any_caller_faults
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The report of action `id`, which ended.
     pub fn report_of(&self, id: u64, report: &Report) {
+        // The lock only while some action's body broke (seldom): set under
+        // the lock, cleared under it when the set empties.
         let caller_fault = self
             .inner
-            .caller_faults
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&id);
+            .any_caller_faults
+            .load(std::sync::atomic::Ordering::Relaxed)
+            && {
+                let mut faults = self
+                    .inner
+                    .caller_faults
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                let removed = faults.remove(&id);
+                if faults.is_empty() {
+                    self.inner
+                        .any_caller_faults
+                        .store(false, std::sync::atomic::Ordering::Relaxed);
+                }
+                removed
+            };
         if caller_fault {
             self.count(report, "bad_request_body", "caller");
         } else {
