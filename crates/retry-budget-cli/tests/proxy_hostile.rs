@@ -260,6 +260,70 @@ async fn an_idle_http2_connection_is_closed() {
     assert_eq!(idle, 1.0);
 }
 
+/// One HTTP/2 frame: its 9-byte header, then `payload`.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let length = u32::try_from(payload.len()).unwrap().to_be_bytes();
+    let mut frame = vec![length[1], length[2], length[3], kind, flags];
+    frame.extend_from_slice(&stream.to_be_bytes());
+    frame.extend_from_slice(payload);
+    frame
+}
+
+#[tokio::test]
+async fn http2_streams_reset_before_any_answer_open_no_upstream_connection_each() {
+    // An upstream that counts the TCP connections opened to it, and
+    // answers 200 to whatever arrives on them.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let upstream = listener.local_addr().expect("its address");
+    let connects = Arc::new(AtomicUsize::new(0));
+    let counted = connects.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { break };
+            counted.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = stream.read(&mut buf) {
+                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                    }
+                }
+            });
+        }
+    });
+    let proxy = Proxy::start_to(&format!("http://{upstream}"), &[]);
+
+    // GET / (HPACK: :method GET, :scheme http, :path / from the static
+    // table; :authority "a" as a literal without indexing).
+    let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'a'];
+    const CLIENTS: u32 = 5;
+    const STREAMS: u32 = 20;
+    for _ in 0..CLIENTS {
+        let mut flood = H2_PREFACE_AND_SETTINGS.to_vec();
+        for i in 0..STREAMS {
+            let id = 2 * i + 1;
+            // HEADERS (END_STREAM | END_HEADERS), then RST_STREAM (CANCEL).
+            flood.extend(h2_frame(0x1, 0x5, id, &block));
+            flood.extend(h2_frame(0x3, 0x0, id, &8u32.to_be_bytes()));
+        }
+        let mut client = TcpStream::connect(proxy.addr).expect("the proxy accepts");
+        client.write_all(&flood).unwrap();
+        // Kept open a moment, so the proxy reads every frame before it
+        // sees the connection close.
+        std::thread::sleep(Duration::from_millis(200));
+        drop(client);
+    }
+    // The proxy still serves (and opens a connection for) a real request.
+    let answer = send(get(&proxy.url("/after"))).await;
+    assert_eq!(answer.status, 200);
+    let opened = connects.load(Ordering::SeqCst);
+    assert!(
+        opened <= 1 + CLIENTS as usize,
+        "{opened} upstream connections for {} reset streams and one request",
+        CLIENTS * STREAMS
+    );
+}
+
 #[tokio::test]
 async fn past_the_connection_limit_new_connections_are_closed_and_the_rest_keeps_working() {
     let upstream = Upstream::start(|_, _| Reply::status(200));

@@ -156,6 +156,14 @@ pub async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let received = Instant::now();
+    if request.version() == Version::HTTP_2 {
+        // hyper looks for a client's RST_STREAM only while the stream's
+        // handler is pending. Pending once before anything is sent lets a
+        // stream the client reset at once (HEADERS then RST_STREAM, as a
+        // reset flood sends them) end here: no action, no upstream
+        // connection opened for it.
+        tokio::task::yield_now().await;
+    }
     let (mut parts, body) = request.into_parts();
     if parts.method == Method::CONNECT {
         return Ok(local(
