@@ -27,17 +27,29 @@ pub(crate) fn authority_of<B>(request: &Request<B>) -> Option<String> {
 }
 
 fn key(scheme: &Scheme, authority: &Authority) -> String {
-    let scheme = scheme.as_str().to_ascii_lowercase();
-    let host = authority.host().to_ascii_lowercase();
-    let port = authority.port_u16().or(match scheme.as_str() {
-        "http" | "ws" => Some(80),
-        "https" | "wss" => Some(443),
-        _ => None,
+    use std::fmt::Write as _;
+    let scheme = scheme.as_str();
+    let host = authority.host();
+    let port = authority.port_u16().or_else(|| {
+        if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("ws") {
+            Some(80)
+        } else if scheme.eq_ignore_ascii_case("https") || scheme.eq_ignore_ascii_case("wss") {
+            Some(443)
+        } else {
+            None
+        }
     });
-    match port {
-        Some(port) => format!("{scheme}://{host}:{port}"),
-        None => format!("{scheme}://{host}"),
+    // One allocation per request: `scheme://host:port`, lowercased.
+    let mut key = String::with_capacity(scheme.len() + host.len() + 9);
+    key.push_str(scheme);
+    key.push_str("://");
+    key.push_str(host);
+    key.make_ascii_lowercase();
+    if let Some(port) = port {
+        // Writing to a `String` cannot fail.
+        let _ = write!(key, ":{port}");
     }
+    key
 }
 
 #[cfg(test)]
