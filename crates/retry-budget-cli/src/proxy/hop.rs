@@ -22,15 +22,8 @@ use http::{HeaderMap, HeaderName};
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// Whether `headers` has any field named in `names`: one pass over the
-/// names present (most requests and responses have none of these), rather
-/// than a hashed removal per name.
-fn any_of(headers: &HeaderMap, names: &[HeaderName]) -> bool {
-    headers.keys().any(|name| names.contains(name))
-}
-
-/// What [`strip`] removes, besides the fields `Connection` names (which a
-/// message without `Connection` has none of).
+/// What [`strip`] removes in both directions, besides the fields
+/// `Connection` names.
 const HOP: [HeaderName; 5] = [
     CONNECTION,
     KEEP_ALIVE,
@@ -41,16 +34,12 @@ const HOP: [HeaderName; 5] = [
 
 /// Removes the hop-by-hop fields of a request about to be forwarded.
 pub fn strip_request(headers: &mut HeaderMap) {
-    if !any_of(headers, &HOP) && !any_of(headers, &[PROXY_AUTHORIZATION, TE]) {
-        return;
-    }
-    strip(headers);
-    headers.remove(PROXY_AUTHORIZATION);
-    let trailers = headers
-        .get_all(TE)
-        .iter()
-        .any(|v| v.to_str().is_ok_and(names_trailers));
-    headers.remove(TE);
+    let trailers = headers.keys().any(|name| name == TE)
+        && headers
+            .get_all(TE)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(names_trailers));
+    strip(headers, &[PROXY_AUTHORIZATION, TE]);
     if trailers {
         headers.insert(TE, http::HeaderValue::from_static("trailers"));
     }
@@ -58,27 +47,30 @@ pub fn strip_request(headers: &mut HeaderMap) {
 
 /// Removes the hop-by-hop fields of a response about to be relayed.
 pub fn strip_response(headers: &mut HeaderMap) {
-    if !any_of(headers, &HOP) && !any_of(headers, &[TE, PROXY_AUTHENTICATE]) {
-        return;
-    }
-    strip(headers);
-    headers.remove(TE);
-    headers.remove(PROXY_AUTHENTICATE);
+    strip(headers, &[TE, PROXY_AUTHENTICATE]);
 }
 
-fn strip(headers: &mut HeaderMap) {
-    // The fields named by Connection first, while it is still there.
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+/// Removes [`HOP`], `extra` and the fields `Connection` names. One pass
+/// over the names present finds what to remove (most messages have none
+/// of these, or only `Connection: keep-alive`), rather than a hashed
+/// removal per name.
+fn strip(headers: &mut HeaderMap, extra: &[HeaderName]) {
+    let mut doomed: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| HOP.contains(name) || extra.contains(name))
+        .cloned()
         .collect();
-    for name in named {
-        headers.remove(name);
+    if doomed.contains(&CONNECTION) {
+        // The fields named by Connection, read while it is still there.
+        let named = headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok());
+        doomed.extend(named);
     }
-    for name in HOP {
+    for name in doomed {
         headers.remove(name);
     }
 }
