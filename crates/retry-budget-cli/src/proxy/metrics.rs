@@ -105,6 +105,15 @@ fn wait_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 2.0, 10))
 }
 
+/// Increments the counter at `index` of `cache`, made by `make` the first
+/// time (a counter made for an index outside the cache is not kept).
+fn inc_series(cache: &[OnceLock<Counter>], index: usize, make: impl FnOnce() -> Counter) {
+    match cache.get(index) {
+        Some(slot) => slot.get_or_init(make).inc(),
+        None => make().inc(),
+    };
+}
+
 /// The shards of the running actions' map.
 const SHARDS: usize = 16;
 
@@ -144,6 +153,13 @@ struct Inner {
     connections_refused: Family<PortLabels, Counter>,
     connections_closed: Family<ClosedLabels, Counter>,
     bodies: Family<EndingLabels, Counter>,
+    /// The per-request series, each looked up in its family once and then
+    /// incremented through this handle (a family lookup hashes its labels
+    /// and takes a lock): `attempts` by first/retry, `responses` by status
+    /// (100-999), `bodies` by ending.
+    attempt_series: [OnceLock<Counter>; 2],
+    status_series: Box<[OnceLock<Counter>]>,
+    body_series: [OnceLock<Counter>; 4],
     /// Actions whose caller's request body broke: counted as the caller's
     /// fault, not the upstream's.
     caller_faults: Mutex<std::collections::HashSet<u64>>,
@@ -282,6 +298,9 @@ impl Metrics {
                 connections_refused,
                 connections_closed,
                 bodies,
+                attempt_series: Default::default(),
+                status_series: (0..1000).map(|_| OnceLock::new()).collect(),
+                body_series: Default::default(),
                 caller_faults: Mutex::default(),
                 any_caller_faults: std::sync::atomic::AtomicBool::new(false),
             }),
@@ -334,15 +353,23 @@ impl Metrics {
         });
         match &event.kind {
             EventKind::AttemptStarted { attempt, .. } => {
-                let kind = if *attempt <= 1 { "first" } else { "retry" };
-                m.attempts
-                    .get_or_create(&AttemptLabels { attempt: kind })
-                    .inc();
+                let (kind, index) = if *attempt <= 1 {
+                    ("first", 0)
+                } else {
+                    ("retry", 1)
+                };
+                inc_series(&m.attempt_series, index, || {
+                    m.attempts
+                        .get_or_create(&AttemptLabels { attempt: kind })
+                        .clone()
+                });
             }
             EventKind::Response { status, .. } => {
-                m.responses
-                    .get_or_create(&StatusLabels { status: *status })
-                    .inc();
+                inc_series(&m.status_series, usize::from(*status), || {
+                    m.responses
+                        .get_or_create(&StatusLabels { status: *status })
+                        .clone()
+                });
             }
             EventKind::WaitPlanned { wait, basis, .. } => {
                 let basis = match basis {
@@ -463,10 +490,14 @@ impl Metrics {
 
     /// A relayed response body ended (`complete`, `truncated`, ...).
     pub fn body_ended(&self, ending: &'static str) {
-        self.inner
-            .bodies
-            .get_or_create(&EndingLabels { ending })
-            .inc();
+        let m = &*self.inner;
+        let index = ["complete", "truncated", "timed_out", "caller_gone"]
+            .iter()
+            .position(|known| *known == ending)
+            .unwrap_or(usize::MAX);
+        inc_series(&m.body_series, index, || {
+            m.bodies.get_or_create(&EndingLabels { ending }).clone()
+        });
     }
 
     /// The text exposition (OpenMetrics, which Prometheus reads).
