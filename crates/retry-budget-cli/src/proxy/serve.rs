@@ -2,10 +2,10 @@
 //!
 //! The proxy serves HTTP/1.1 and h2c on one port (hyper-util's `auto`
 //! server, which tells them apart by the HTTP/2 preface), and the admin
-//! routes on another. On SIGTERM or SIGINT it stops accepting at once,
-//! reports not ready, lets the actions in flight finish for up to
-//! `--drain` (HTTP/1 connections close after their current response, HTTP/2
-//! ones get a GOAWAY), then fires the cancellation token every action
+//! routes on another. On SIGTERM, SIGINT or SIGHUP (`interrupt.rs`) it
+//! stops accepting at once, reports not ready, lets the actions in flight
+//! finish for up to `--drain` (HTTP/1 connections close after their current
+//! response, HTTP/2 ones get a GOAWAY), then fires the cancellation token every action
 //! carries: those still running stop as `cancelled` (answered with 503 and
 //! logged so), and the process exits with status 0.
 //!
@@ -34,9 +34,10 @@ use hyper_util::server::graceful::GracefulShutdown;
 use retry_budget::Secs;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::runtime::Runtime;
-use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::interrupt::Signals;
 
 use super::admin::Admin;
 use super::args::{Args, Config};
@@ -53,7 +54,7 @@ const GRACE: Duration = Duration::from_secs(1);
 /// The listen backlog of each worker's socket.
 const BACKLOG: u32 = 1024;
 
-/// Runs `retry-budget proxy` until SIGTERM or SIGINT; returns its exit
+/// Runs `retry-budget proxy` until SIGTERM, SIGINT or SIGHUP; returns its exit
 /// status (0 after a drain, 1 if it could not start, 2 for a bad flag).
 pub fn run(args: Args) -> ExitCode {
     let config = match args.config() {
@@ -110,6 +111,7 @@ fn bind(addr: std::net::SocketAddr, workers: usize) -> std::io::Result<Vec<std::
             TcpSocket::new_v6()?
         };
         socket.set_reuseaddr(true)?;
+        #[cfg(unix)]
         socket.set_reuseport(true)?;
         socket.set_nodelay(true)?;
         socket.bind(at)?;
@@ -133,10 +135,8 @@ struct Phases {
 }
 
 async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
-    let mut terminate =
-        signal(SignalKind::terminate()).map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
-    let mut interrupt =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for SIGINT: {e}"))?;
+    let mut signals =
+        Signals::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
     let workers = config.workers.get();
     let listeners =
         bind(config.listen, workers).map_err(|e| format!("--listen {}: {e}", config.listen))?;
@@ -224,9 +224,11 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
     }
     drop(drained);
 
-    let received = tokio::select! {
-        _ = terminate.recv() => "SIGTERM",
-        _ = interrupt.recv() => "SIGINT",
+    let received = match signals.recv().await {
+        Some(leave) => leave.name(),
+        // No stop signal can arrive any more: serve until the process is
+        // killed.
+        None => std::future::pending().await,
     };
     phases.stop.cancel();
     ready.store(false, Ordering::SeqCst);
