@@ -359,6 +359,43 @@ async fn the_metrics_match_what_the_upstream_saw() {
 }
 
 #[tokio::test]
+async fn several_workers_serve_one_port_and_share_the_metrics() {
+    let upstream = Upstream::start(|_, _| Reply::status(200).body("ok"));
+    let proxy = Proxy::start(&upstream, &["--workers", "3"]);
+    assert!(
+        proxy.stderr().contains("3 worker(s)"),
+        "{}",
+        proxy.stderr()
+    );
+    // Each request on a connection of its own (`Connection: close`), so
+    // the kernel spreads them over the workers' sockets.
+    for i in 0..30 {
+        let request = Request::get(proxy.url(&format!("/r{i}")))
+            .header("connection", "close")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let answer = send(request).await;
+        assert_eq!(answer.status, 200);
+        assert_eq!(answer.text(), "ok");
+    }
+    assert_eq!(upstream.seen().len(), 30);
+    // One registry for all workers: every action counted once.
+    wait_metric(
+        &proxy,
+        "retry_budget_actions_total{outcome=\"success\",category=\"none\"}",
+        30.0,
+    )
+    .await;
+    // Every worker's lines reach the log (written when the worker idles).
+    proxy.wait_line(" GET http://");
+    let start = Instant::now();
+    while proxy.stderr().matches(" outcome=success ").count() < 30 {
+        assert!(start.elapsed() < PATIENCE, "{}", proxy.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
 async fn sigterm_lets_the_action_in_flight_finish_then_exits_0() {
     let upstream = Upstream::start(|_, n| match n {
         0 => Reply::status(429).retry_after("2"),
