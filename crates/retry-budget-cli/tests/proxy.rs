@@ -362,11 +362,7 @@ async fn the_metrics_match_what_the_upstream_saw() {
 async fn several_workers_serve_one_port_and_share_the_metrics() {
     let upstream = Upstream::start(|_, _| Reply::status(200).body("ok"));
     let proxy = Proxy::start(&upstream, &["--workers", "3"]);
-    assert!(
-        proxy.stderr().contains("3 worker(s)"),
-        "{}",
-        proxy.stderr()
-    );
+    assert!(proxy.stderr().contains("3 worker(s)"), "{}", proxy.stderr());
     // Each request on a connection of its own (`Connection: close`), so
     // the kernel spreads them over the workers' sockets.
     for i in 0..30 {
