@@ -70,6 +70,22 @@ impl Error {
         self.0.into_inner()
     }
 
+    /// Whether an attempt ran past its cap (`attempt_timeout`).
+    pub fn is_timeout(&self) -> bool {
+        self.0.is_timeout()
+    }
+
+    /// Whether the caller's cancellation token fired (`cancelled`).
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Whether the action stopped before sending anything (`held_off`,
+    /// `budget_exhausted` before a first attempt).
+    pub fn is_not_sent(&self) -> bool {
+        self.0.is_not_sent()
+    }
+
     /// The layer's error, with its report.
     pub fn into_layer_error(self) -> tower_retry_budget::Error<reqwest_middleware::Error> {
         self.0
