@@ -99,19 +99,20 @@
 //! | file | job |
 //! |---|---|
 //! | `middleware.rs` | [`RetryBudgetMiddleware`]: the layer's service over the rest of the chain |
-//! | `body.rs` | the request body while the layer holds it: copied, or sent once |
+//! | `request.rs` | reqwest's request while the layer holds it: copied whole, or its streaming body sent once |
 //! | `error.rs` | [`Error`]: an ending with no response, with its report |
 //! | `service.rs` | [`ReqwestService`]: the client as an `http` service |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod body;
 mod error;
 mod middleware;
+mod request;
 mod service;
 
 pub use error::Error;
+pub use request::NotCopied;
 pub use middleware::RetryBudgetMiddleware;
 pub use service::{ReqwestService, ResponseFuture};
 pub use tower_retry_budget::{

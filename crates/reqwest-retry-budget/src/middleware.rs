@@ -6,14 +6,10 @@ use std::task::{Context, Poll};
 
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
-use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service, ServiceExt};
-use tower_retry_budget::observer::ActionId;
-use tower_retry_budget::{
-    may_retry, AttemptDeadline, Idempotent, Policy, ReportSlot, RetryBudgetLayer,
-};
+use tower_retry_budget::{may_retry, AttemptDeadline, Policy, RetryBudgetLayer};
 
-use crate::body::Payload;
+use crate::request::{into_http, into_reqwest, Carried};
 use crate::error::Error;
 
 /// A [`reqwest_middleware::Middleware`] that retries `429 Too Many
@@ -43,9 +39,11 @@ use crate::error::Error;
 /// # What reaches the layer from the request
 ///
 /// The request's middleware extensions (`RequestBuilder::with_extension`)
-/// are where a caller puts what the layer reads: a [`ReportSlot`], a
-/// [`CancellationToken`], [`Idempotent`] for a write that may be repeated,
-/// an [`ActionId`] for the observer. The middlewares after this one get
+/// are where a caller puts what the layer reads: a
+/// [`ReportSlot`](crate::ReportSlot), a
+/// [`CancellationToken`](tokio_util::sync::CancellationToken),
+/// [`Idempotent`](crate::Idempotent) for a write that may be repeated, an
+/// [`ActionId`](tower_retry_budget::observer::ActionId) for the observer. The middlewares after this one get
 /// the same extensions on every attempt, with an [`AttemptDeadline`] when
 /// the layer was asked for one.
 #[derive(Debug, Clone, Default)]
@@ -98,7 +96,11 @@ impl Middleware for RetryBudgetMiddleware {
             // layer passes it (no copy, no timer, no report).
             return next.run(request, extensions).await;
         }
-        let request = into_http(request, extensions)?;
+        let request = match into_http(request, extensions) {
+            Ok(request) => request,
+            // A URL `http` cannot take: reqwest refuses it too, and says so.
+            Err(request) => return next.run(request, extensions).await,
+        };
         let shelf = Shelf::new(extensions);
         let service = self.layer.layer(NextService {
             next,
@@ -124,34 +126,6 @@ fn budgeted(request: &reqwest::Request, extensions: &mut Extensions) -> bool {
     let budgeted = may_retry(&probe);
     *extensions = std::mem::take(probe.extensions_mut());
     budgeted
-}
-
-/// The request as the layer takes it (reqwest's own conversion keeps its
-/// extensions, the per-request timeout among them), with what the caller
-/// put for the layer in the middleware extensions.
-fn into_http(
-    request: reqwest::Request,
-    extensions: &Extensions,
-) -> Result<http::Request<Payload>, reqwest::Error> {
-    let request = http::Request::<reqwest::Body>::try_from(request)?;
-    let (mut parts, body) = request.into_parts();
-    let (payload, handle) = Payload::new(body);
-    if let Some(handle) = handle {
-        parts.extensions.insert(handle);
-    }
-    if !extensions.is_empty() {
-        copy::<ReportSlot>(extensions, &mut parts.extensions);
-        copy::<CancellationToken>(extensions, &mut parts.extensions);
-        copy::<Idempotent>(extensions, &mut parts.extensions);
-        copy::<ActionId>(extensions, &mut parts.extensions);
-    }
-    Ok(http::Request::from_parts(parts, payload))
-}
-
-fn copy<T: Clone + Send + Sync + 'static>(from: &Extensions, to: &mut Extensions) {
-    if let Some(value) = from.get::<T>() {
-        to.insert(value.clone());
-    }
 }
 
 /// The caller's middleware extensions, lent to one attempt at a time and
@@ -212,7 +186,7 @@ struct NextService<'a> {
 /// body, reqwest's response itself, keeping its body, URL and address.
 pub(crate) struct Received(reqwest::Response);
 
-impl<'a> Service<http::Request<Payload>> for NextService<'a> {
+impl<'a> Service<http::Request<Carried>> for NextService<'a> {
     type Response = http::Response<Received>;
     type Error = reqwest_middleware::Error;
     type Future = BoxFuture<'a, Result<Self::Response, Self::Error>>;
@@ -221,12 +195,12 @@ impl<'a> Service<http::Request<Payload>> for NextService<'a> {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: http::Request<Payload>) -> Self::Future {
+    fn call(&mut self, request: http::Request<Carried>) -> Self::Future {
         let next = self.next.clone();
         let shelf = self.extensions;
         Box::pin(async move {
             let deadline = request.extensions().get::<AttemptDeadline>().copied();
-            let request = reqwest::Request::try_from(request)?;
+            let request = into_reqwest(request).map_err(reqwest_middleware::Error::middleware)?;
             let mut lent = Lent::new(shelf);
             if let Some(deadline) = deadline {
                 lent.extensions.insert(deadline);
