@@ -37,7 +37,7 @@ use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 
 /// Interleaved rounds; each gives one value of the ratio.
-const ROUNDS: usize = 21;
+const ROUNDS: usize = 31;
 /// Batches per variant and round, interleaved with the other variants'.
 const SAMPLES: usize = 30;
 /// Calls per batch (each a loopback round trip of tens of microseconds).

@@ -6,7 +6,7 @@ use std::task::{Context, Poll};
 
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, Service};
 use tower_retry_budget::{may_retry, AttemptDeadline, Policy, RetryBudgetLayer};
 
 use crate::request::{into_http, into_reqwest, Carried};
@@ -102,11 +102,18 @@ impl Middleware for RetryBudgetMiddleware {
             Err(request) => return next.run(request, extensions).await,
         };
         let shelf = Shelf::new(extensions);
-        let service = self.layer.layer(NextService {
+        let mut service = self.layer.layer(NextService {
             next,
             extensions: &shelf.lent,
         });
-        match service.oneshot(request).await {
+        // Always ready: the rest of the chain has no readiness of its own
+        // (the layer's `poll_ready` is the inner service's).
+        let ready = std::future::poll_fn(|cx| service.poll_ready(cx)).await;
+        let result = match ready {
+            Ok(()) => service.call(request).await,
+            Err(error) => Err(error),
+        };
+        match result {
             Ok(response) => Ok(restore(response)),
             Err(error) => Err(reqwest_middleware::Error::middleware(Error::new(error))),
         }
@@ -196,11 +203,14 @@ impl<'a> Service<http::Request<Carried>> for NextService<'a> {
     }
 
     fn call(&mut self, request: http::Request<Carried>) -> Self::Future {
+        let deadline = request.extensions().get::<AttemptDeadline>().copied();
+        // Converted here, not in the future: the boxed future holds only
+        // reqwest's request, not the layer's around it.
+        let request = into_reqwest(request);
         let next = self.next.clone();
         let shelf = self.extensions;
         Box::pin(async move {
-            let deadline = request.extensions().get::<AttemptDeadline>().copied();
-            let request = into_reqwest(request).map_err(reqwest_middleware::Error::middleware)?;
+            let request = request.map_err(reqwest_middleware::Error::middleware)?;
             let mut lent = Lent::new(shelf);
             if let Some(deadline) = deadline {
                 lent.extensions.insert(deadline);
