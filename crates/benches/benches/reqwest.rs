@@ -109,7 +109,11 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
-fn interleaved_pass(runtime: &Runtime, variants: &[(&'static str, ClientWithMiddleware)], url: &str) {
+fn interleaved_pass(
+    runtime: &Runtime,
+    variants: &[(&'static str, ClientWithMiddleware)],
+    url: &str,
+) {
     let count = variants.len();
     let mut times = vec![Vec::with_capacity(ROUNDS); count];
     let mut batches = vec![Vec::with_capacity(SAMPLES); count];
@@ -137,11 +141,19 @@ fn interleaved_pass(runtime: &Runtime, variants: &[(&'static str, ClientWithMidd
         "\ninterleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} GETs per variant, \
          alternating batch by batch; per round, each variant's median batch"
     );
-    println!("  {:<16} {:>8} {:>8} {:>8}", "variant (us/GET)", "median", "min", "max");
+    println!(
+        "  {:<16} {:>8} {:>8} {:>8}",
+        "variant (us/GET)", "median", "min", "max"
+    );
     for (i, (name, _)) in variants.iter().enumerate() {
         let mut t = times[i].clone();
         t.sort_by(f64::total_cmp);
-        println!("  {name:<16} {:>8.2} {:>8.2} {:>8.2}", median(&t), t[0], t[ROUNDS - 1]);
+        println!(
+            "  {name:<16} {:>8.2} {:>8.2} {:>8.2}",
+            median(&t),
+            t[0],
+            t[ROUNDS - 1]
+        );
     }
     println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
     for (num, den, goal) in [

@@ -121,7 +121,11 @@ async fn run(client: Client, script: Script) -> [String; 5] {
     };
     [
         server.count().to_string(),
-        if gaps.is_empty() { "-".to_owned() } else { format!("{gaps} s") },
+        if gaps.is_empty() {
+            "-".to_owned()
+        } else {
+            format!("{gaps} s")
+        },
         status,
         format!("{:.2} s", waited.as_secs_f64()),
         told,
@@ -136,7 +140,9 @@ async fn main() {
             cells.push((scenario, client, tokio::spawn(run(client, script))));
         }
     }
-    println!("| scenario | client | requests | gaps | final status | caller waited | caller was told |");
+    println!(
+        "| scenario | client | requests | gaps | final status | caller waited | caller was told |"
+    );
     println!("|---|---|---|---|---|---|---|");
     for (scenario, client, cell) in cells {
         let row = match cell.await {

@@ -112,8 +112,8 @@ mod request;
 mod service;
 
 pub use error::Error;
-pub use request::NotCopied;
 pub use middleware::RetryBudgetMiddleware;
+pub use request::NotCopied;
 pub use service::{ReqwestService, ResponseFuture};
 pub use tower_retry_budget::{
     Idempotent, Jitter, Outcome, Policy, Report, ReportSlot, RetryBudgetLayer,

@@ -9,8 +9,8 @@ use reqwest_middleware::{Middleware, Next};
 use tower::{Layer, Service};
 use tower_retry_budget::{may_retry, AttemptDeadline, Policy, RetryBudgetLayer};
 
-use crate::request::{into_http, into_reqwest, Carried};
 use crate::error::Error;
+use crate::request::{into_http, into_reqwest, uri_of, Carried};
 
 /// A [`reqwest_middleware::Middleware`] that retries `429 Too Many
 /// Requests` inside a hard budget. See the [crate docs](crate).
@@ -96,11 +96,11 @@ impl Middleware for RetryBudgetMiddleware {
             // layer passes it (no copy, no timer, no report).
             return next.run(request, extensions).await;
         }
-        let request = match into_http(request, extensions) {
-            Ok(request) => request,
+        let Some(uri) = uri_of(&request) else {
             // A URL `http` cannot take: reqwest refuses it too, and says so.
-            Err(request) => return next.run(request, extensions).await,
+            return next.run(request, extensions).await;
         };
+        let request = into_http(request, uri, extensions);
         let shelf = Shelf::new(extensions);
         let mut service = self.layer.layer(NextService {
             next,

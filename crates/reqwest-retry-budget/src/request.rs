@@ -39,23 +39,24 @@ pub(crate) enum Carried {
 #[error("reqwest could not copy the request for another attempt")]
 pub struct NotCopied;
 
-/// `request` as the layer takes it, with what the caller put for the
-/// layer in the middleware extensions; `Err(request)` if its URL is not a
-/// valid URI for `http` (reqwest refuses it too, with its own error).
+/// The URI of `request`'s URL, if `http` can take it (reqwest refuses
+/// the others too, with its own error).
+pub(crate) fn uri_of(request: &reqwest::Request) -> Option<http::Uri> {
+    http::Uri::try_from(request.url().as_str()).ok()
+}
+
+/// `request` (whose URL is `uri`) as the layer takes it, with what the
+/// caller put for the layer in the middleware extensions.
 pub(crate) fn into_http(
     mut request: reqwest::Request,
+    uri: http::Uri,
     extensions: &Extensions,
-) -> Result<http::Request<Carried>, reqwest::Request> {
-    let Ok(uri) = http::Uri::try_from(request.url().as_str()) else {
-        return Err(request);
-    };
+) -> http::Request<Carried> {
     let mut parts = http::Request::new(()).into_parts().0;
     parts.method = request.method().clone();
     parts.uri = uri;
     parts.version = request.version();
-    let streaming = request
-        .body()
-        .is_some_and(|body| body.as_bytes().is_none());
+    let streaming = request.body().is_some_and(|body| body.as_bytes().is_none());
     let carried = match request.body_mut().take() {
         Some(body) if streaming => {
             let body = ReplayBody::new(body, 0);
@@ -76,7 +77,7 @@ pub(crate) fn into_http(
         copy::<Idempotent>(extensions, &mut parts.extensions);
         copy::<ActionId>(extensions, &mut parts.extensions);
     }
-    Ok(http::Request::from_parts(parts, carried))
+    http::Request::from_parts(parts, carried)
 }
 
 fn copy<T: Clone + Send + Sync + 'static>(from: &Extensions, to: &mut Extensions) {

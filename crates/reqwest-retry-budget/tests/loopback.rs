@@ -67,7 +67,10 @@ async fn an_idempotent_put_is_replayed_whole_and_a_stream_is_sent_once() {
         .await
         .unwrap();
     assert_eq!(response.status(), 200);
-    assert_eq!(server.bodies(), [Bytes::from("job 7"), Bytes::from("job 7")]);
+    assert_eq!(
+        server.bodies(),
+        [Bytes::from("job 7"), Bytes::from("job 7")]
+    );
 
     let chunks = futures_util::stream::iter([Ok::<_, std::io::Error>(http_body::Frame::data(
         Bytes::from_static(b"a stream"),
@@ -102,7 +105,9 @@ async fn a_refused_connection_is_reqwests_error_under_the_budgets() {
     let ours = Error::of(&error).expect("the budget's error");
     assert_eq!(ours.outcome(), Outcome::TransportError);
     let source = std::error::Error::source(ours).unwrap();
-    let reqwest_error = source.downcast_ref::<reqwest::Error>().expect("reqwest's error");
+    let reqwest_error = source
+        .downcast_ref::<reqwest::Error>()
+        .expect("reqwest's error");
     assert!(reqwest_error.is_connect(), "{reqwest_error:?}");
     assert_eq!(slot.take().unwrap().outcome, Outcome::TransportError);
 }
@@ -142,4 +147,21 @@ async fn the_tower_route_takes_the_layers_extras_single_flight_and_a_gate() {
     assert_eq!((a.status().as_u16(), b.status().as_u16()), (200, 200));
     // One action for both callers: one 429, one retry.
     assert_eq!(server.count(), 2);
+}
+
+#[tokio::test]
+async fn the_tower_routes_error_is_reqwests_with_the_report() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()))
+        .service(ReqwestService::new(reqwest::Client::new()));
+    let request = http::Request::get(format!("http://{addr}/"))
+        .body(String::new())
+        .unwrap();
+    let error = client.oneshot(request).await.unwrap_err();
+    assert_eq!(error.outcome(), Outcome::TransportError);
+    assert!(error.inner().unwrap().is_connect());
+    assert_eq!(error.report().unwrap().attempts_started, 1);
 }

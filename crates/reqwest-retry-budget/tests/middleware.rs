@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use retry_budget::trail::{EventKind, WaitBasis};
 use http::Extensions;
-use reqwest_retry_budget::{Error, Idempotent, Outcome, Policy, Report, ReportSlot, RetryBudgetMiddleware};
+use reqwest_retry_budget::{
+    Error, Idempotent, Outcome, Policy, Report, ReportSlot, RetryBudgetMiddleware,
+};
+use retry_budget::trail::{EventKind, WaitBasis};
 use support::{reply, Marker, Script};
 use tokio_util::sync::CancellationToken;
 use tower_retry_budget::budget::ClientBudget;
@@ -207,7 +209,9 @@ async fn dropping_the_future_is_the_caller_leaving_and_nothing_goes_on() {
     let slot = ReportSlot::new();
     let client = script.client(middleware());
     let send = client.get(URL).with_extension(slot.clone()).send();
-    assert!(tokio::time::timeout(Duration::from_secs(1), send).await.is_err());
+    assert!(tokio::time::timeout(Duration::from_secs(1), send)
+        .await
+        .is_err());
     assert_eq!(slot.take().unwrap().outcome, Outcome::Cancelled);
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(script.count(), 1);
@@ -280,7 +284,12 @@ async fn the_observer_of_a_configured_layer_hears_every_action() {
             .observer(Watch(events.clone(), reports.clone()))
             .into(),
     );
-    client.get(URL).with_extension(ActionId(41)).send().await.unwrap();
+    client
+        .get(URL)
+        .with_extension(ActionId(41))
+        .send()
+        .await
+        .unwrap();
     assert!(events.load(Ordering::SeqCst) >= 4);
     assert_eq!(*reports.lock().unwrap(), [(ActionId(41), Outcome::Success)]);
 }
@@ -325,7 +334,11 @@ async fn a_client_budget_that_refuses_a_retry_ends_it_retry_throttled() {
     )
     .unwrap();
     let script = Script::new(|_| reply(429, Some("1")));
-    let client = script.client(RetryBudgetLayer::new(Policy::default()).client_budget(budget).into());
+    let client = script.client(
+        RetryBudgetLayer::new(Policy::default())
+            .client_budget(budget)
+            .into(),
+    );
     let response = client.get(URL).send().await.unwrap();
     assert_eq!(response.status(), 429);
     assert_eq!(script.count(), 1);
@@ -336,7 +349,11 @@ async fn a_client_budget_that_refuses_a_retry_ends_it_retry_throttled() {
 async fn a_hold_off_keeps_the_next_request_to_that_host_from_being_sent() {
     let script = Script::new(|_| reply(429, Some("60")));
     let hold_off = HoldOff::new(16).unwrap();
-    let client = script.client(RetryBudgetLayer::new(Policy::default()).hold_off(hold_off).into());
+    let client = script.client(
+        RetryBudgetLayer::new(Policy::default())
+            .hold_off(hold_off)
+            .into(),
+    );
     let first = client.get(URL).send().await.unwrap();
     assert_eq!(first.status(), 429);
     let error = client.get(URL).send().await.unwrap_err();
@@ -377,4 +394,25 @@ async fn an_untrusted_calendar_refuses_to_wait_for_a_date() {
     let response = client.get(URL).send().await.unwrap();
     assert_eq!(script.count(), 1);
     assert_eq!(report(&response).outcome, Outcome::ClockUntrusted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_attempt_is_reqwests_request_whole_headers_and_timeout_included() {
+    let script = Script::new(|n| reply(if n == 0 { 429 } else { 200 }, Some("1")));
+    let response = script
+        .client(middleware())
+        .get(URL)
+        .header("x-request-id", "r-7")
+        .timeout(Duration::from_secs(9))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = script.seen();
+    assert_eq!(seen.len(), 2);
+    for attempt in &seen {
+        assert_eq!(attempt.headers.get("x-request-id").unwrap(), "r-7");
+        assert_eq!(attempt.url, URL);
+        assert_eq!(attempt.timeout, Some(Duration::from_secs(9)));
+    }
 }

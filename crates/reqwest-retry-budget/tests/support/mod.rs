@@ -34,6 +34,10 @@ pub struct Seen {
     pub deadline: Option<AttemptDeadline>,
     /// A marker the caller put in the middleware extensions, as seen here.
     pub marker: Option<Marker>,
+    pub url: String,
+    pub headers: http::HeaderMap,
+    /// reqwest's per-request timeout.
+    pub timeout: Option<Duration>,
 }
 
 /// A value a caller puts in the middleware extensions.
@@ -104,14 +108,17 @@ impl Middleware for Script {
                 body,
                 deadline: extensions.get::<AttemptDeadline>().copied(),
                 marker: extensions.get::<Marker>().copied(),
+                url: request.url().to_string(),
+                headers: request.headers().clone(),
+                timeout: request.timeout().copied(),
             });
             seen.len() - 1
         };
         match (self.answer)(n) {
             Ok(response) => Ok(reqwest::Response::from(response)),
-            Err(message) => Err(reqwest_middleware::Error::middleware(std::io::Error::other(
-                message,
-            ))),
+            Err(message) => Err(reqwest_middleware::Error::middleware(
+                std::io::Error::other(message),
+            )),
         }
     }
 }
@@ -133,7 +140,9 @@ pub struct Server {
 }
 
 impl Server {
-    pub async fn start(answer: impl Fn(usize) -> http::Response<&'static str> + Send + Sync + 'static) -> Self {
+    pub async fn start(
+        answer: impl Fn(usize) -> http::Response<&'static str> + Send + Sync + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let log: Arc<Mutex<Vec<(std::time::Instant, Bytes)>>> = Arc::default();
@@ -144,26 +153,28 @@ impl Server {
                 let answer = answer.clone();
                 let recorded = recorded.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                        let answer = answer.clone();
-                        let recorded = recorded.clone();
-                        async move {
-                            let at = std::time::Instant::now();
-                            let body = request
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|b| b.to_bytes())
-                                .unwrap_or_default();
-                            let n = {
-                                let mut log = recorded.lock().unwrap();
-                                log.push((at, body));
-                                log.len() - 1
-                            };
-                            let response = answer(n).map(|b| Full::new(Bytes::from_static(b.as_bytes())));
-                            Ok::<_, Infallible>(response)
-                        }
-                    });
+                    let service =
+                        service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                            let answer = answer.clone();
+                            let recorded = recorded.clone();
+                            async move {
+                                let at = std::time::Instant::now();
+                                let body = request
+                                    .into_body()
+                                    .collect()
+                                    .await
+                                    .map(|b| b.to_bytes())
+                                    .unwrap_or_default();
+                                let n = {
+                                    let mut log = recorded.lock().unwrap();
+                                    log.push((at, body));
+                                    log.len() - 1
+                                };
+                                let response =
+                                    answer(n).map(|b| Full::new(Bytes::from_static(b.as_bytes())));
+                                Ok::<_, Infallible>(response)
+                            }
+                        });
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
@@ -190,7 +201,12 @@ impl Server {
     }
 
     pub fn bodies(&self) -> Vec<Bytes> {
-        self.log.lock().unwrap().iter().map(|(_, b)| b.clone()).collect()
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b)| b.clone())
+            .collect()
     }
 }
 
