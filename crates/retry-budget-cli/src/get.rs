@@ -57,6 +57,7 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use crate::body::{self, BodyRead};
 use crate::budget_args::BudgetArgs;
+use crate::connector;
 use crate::exit::{Ending, Exit};
 use crate::headers::{self, Header, Sensitive};
 use crate::interrupt;
@@ -398,12 +399,8 @@ async fn send(
     tokio::time::Instant,
     Result<Response<Body>, Error<hyper_util::client::legacy::Error>>,
 ) {
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(Arc::unwrap_or_clone(tls))
-        .https_or_http()
-        .enable_http1()
-        .build();
-    let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
+    let client =
+        Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector::build(tls, false));
     let service = ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new(sensitive))
         .layer(classify::trace_layer())

@@ -66,8 +66,61 @@ impl Drop for Watcher {
     }
 }
 
-/// Fires `cancel` on the first SIGINT, SIGTERM or SIGHUP (Ctrl-C only,
-/// off Unix). Must be called inside the runtime.
+/// The stop signals, listened for from the moment [`Signals::listen`]
+/// returns: SIGINT, SIGTERM and SIGHUP on Unix, Ctrl-C elsewhere. The one
+/// place the CLI handles OS signals: `get` and `replay` through [`watch`],
+/// the proxy (which drains before it cancels) through [`Signals::recv`].
+#[derive(Debug)]
+pub struct Signals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Installs the handlers. Must be called inside the runtime.
+    ///
+    /// # Errors
+    ///
+    /// A signal handler could not be installed.
+    pub fn listen() -> io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt())?,
+                terminate: signal(SignalKind::terminate())?,
+                hangup: signal(SignalKind::hangup())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// The next stop signal; `None` if none can arrive any more.
+    pub async fn recv(&mut self) -> Option<Leave> {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                Some(()) = self.interrupt.recv() => Some(Leave::Interrupt),
+                Some(()) = self.terminate.recv() => Some(Leave::Terminate),
+                Some(()) = self.hangup.recv() => Some(Leave::Hangup),
+                else => None,
+            }
+        }
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c()
+            .await
+            .ok()
+            .map(|()| Leave::Interrupt)
+    }
+}
+
+/// Fires `cancel` on the first stop signal ([`Signals`]). Must be called
+/// inside the runtime.
 ///
 /// # Errors
 ///
@@ -75,27 +128,10 @@ impl Drop for Watcher {
 pub fn watch(cancel: CancellationToken) -> io::Result<Watcher> {
     let left = Arc::new(OnceLock::new());
     let seen = left.clone();
-    #[cfg(unix)]
-    let task = {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        let mut terminate = signal(SignalKind::terminate())?;
-        let mut hangup = signal(SignalKind::hangup())?;
-        tokio::spawn(async move {
-            let leave = tokio::select! {
-                Some(()) = interrupt.recv() => Leave::Interrupt,
-                Some(()) = terminate.recv() => Leave::Terminate,
-                Some(()) = hangup.recv() => Leave::Hangup,
-                else => return,
-            };
-            let _ = seen.set(leave);
-            cancel.cancel();
-        })
-    };
-    #[cfg(not(unix))]
+    let mut signals = Signals::listen()?;
     let task = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = seen.set(Leave::Interrupt);
+        if let Some(leave) = signals.recv().await {
+            let _ = seen.set(leave);
             cancel.cancel();
         }
     });

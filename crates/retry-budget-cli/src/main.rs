@@ -16,6 +16,7 @@ use clap::{Parser, Subcommand};
 mod body;
 mod budget_args;
 mod clock;
+mod connector;
 mod demo;
 mod duration_arg;
 mod exit;

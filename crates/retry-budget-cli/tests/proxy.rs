@@ -394,6 +394,18 @@ async fn sigterm_lets_the_action_in_flight_finish_then_exits_0() {
 }
 
 #[tokio::test]
+async fn sighup_drains_as_sigterm_does() {
+    let upstream = Upstream::start(|_, _| Reply::status(200));
+    let proxy = Proxy::start(&upstream, &[]);
+    assert_eq!(send(get(&proxy.url("/resource"))).await.status, 200);
+    proxy.signal("HUP");
+    proxy.wait_line("SIGHUP: no new connections");
+    let status = proxy.wait_exit();
+    assert_eq!(status.code(), Some(0), "{}", proxy.stderr());
+    assert!(proxy.stderr().contains("retry-budget proxy: drained"));
+}
+
+#[tokio::test]
 async fn after_the_drain_time_the_rest_is_cancelled() {
     let upstream = Upstream::start(|_, n| match n {
         0 => Reply::status(429).retry_after("8"),

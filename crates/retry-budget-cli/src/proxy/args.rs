@@ -75,7 +75,7 @@ pub struct Args {
     /// makes a write retryable.
     #[arg(long = "idempotent-path", value_name = "PATH", value_parser = parse_idempotent_path)]
     idempotent_paths: Vec<String>,
-    /// On SIGTERM or SIGINT, how long actions in flight may still take
+    /// On SIGTERM, SIGINT or SIGHUP, how long actions in flight may still take
     /// before they are cancelled. Default: the budget.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
     drain: Option<Duration>,

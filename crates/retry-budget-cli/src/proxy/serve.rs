@@ -2,10 +2,10 @@
 //!
 //! The proxy serves HTTP/1.1 and h2c on one port (hyper-util's `auto`
 //! server, which tells them apart by the HTTP/2 preface), and the admin
-//! routes on another. On SIGTERM or SIGINT it stops accepting at once,
-//! reports not ready, lets the actions in flight finish for up to
-//! `--drain` (HTTP/1 connections close after their current response, HTTP/2
-//! ones get a GOAWAY), then fires the cancellation token every action
+//! routes on another. On SIGTERM, SIGINT or SIGHUP (`interrupt.rs`) it
+//! stops accepting at once, reports not ready, lets the actions in flight
+//! finish for up to `--drain` (HTTP/1 connections close after their current
+//! response, HTTP/2 ones get a GOAWAY), then fires the cancellation token every action
 //! carries: those still running stop as `cancelled` (answered with 503 and
 //! logged so), and the process exits with status 0.
 //!
@@ -25,7 +25,8 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use retry_budget::Secs;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
+
+use crate::interrupt::Signals;
 
 use super::admin::Admin;
 use super::args::{Args, Config};
@@ -38,7 +39,7 @@ use super::stack::Stack;
 /// answers before the connections are closed.
 const GRACE: Duration = Duration::from_secs(1);
 
-/// Runs `retry-budget proxy` until SIGTERM or SIGINT; returns its exit
+/// Runs `retry-budget proxy` until SIGTERM, SIGINT or SIGHUP; returns its exit
 /// status (0 after a drain, 1 if it could not start, 2 for a bad flag).
 pub fn run(args: Args) -> ExitCode {
     let config = match args.config() {
@@ -68,10 +69,8 @@ pub fn run(args: Args) -> ExitCode {
 }
 
 async fn serve(config: Config) -> Result<(), String> {
-    let mut terminate =
-        signal(SignalKind::terminate()).map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
-    let mut interrupt =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot listen for SIGINT: {e}"))?;
+    let mut signals =
+        Signals::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("--listen {}: {e}", config.listen))?;
@@ -162,8 +161,7 @@ async fn serve(config: Config) -> Result<(), String> {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             },
-            _ = terminate.recv() => break "SIGTERM",
-            _ = interrupt.recv() => break "SIGINT",
+            Some(leave) = signals.recv() => break leave.name(),
         }
     };
 

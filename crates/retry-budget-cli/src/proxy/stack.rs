@@ -23,11 +23,7 @@
 //! in one long-lived layer. (The handler puts an `ActionId` in each
 //! request, so the observer's ids stay unique across these layers.)
 
-use std::sync::Arc;
-
 use http::Request;
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use retry_budget::Policy;
@@ -44,6 +40,8 @@ use tower_retry_budget::{
     Idempotent, RetryBudget, RetryBudgetLayer,
 };
 
+use crate::connector::{self, Connector};
+
 use super::args::Config;
 use super::attempt::{Attempt, AttemptLayer};
 use super::body::CallerBody;
@@ -53,7 +51,7 @@ use super::metrics::Metrics;
 pub type UpstreamBody = ReplayBody<CallerBody>;
 
 /// The hyper-util client.
-pub type UpstreamClient = Client<HttpsConnector<HttpConnector>, UpstreamBody>;
+pub type UpstreamClient = Client<Connector, UpstreamBody>;
 
 /// Everything below the retry layer.
 pub type Below =
@@ -177,22 +175,11 @@ fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
     request
 }
 
-/// The hyper-util client: TCP_NODELAY, TLS through rustls for https://,
-/// HTTP/2 if asked.
+/// The hyper-util client over the CLI's one connector, HTTP/2 only if
+/// asked.
 fn client(config: &Config) -> Result<UpstreamClient, String> {
     let tls = crate::tls::client_config(config.cacert.as_deref(), config.upstream.is_https())?;
-    let mut http = HttpConnector::new();
-    http.enforce_http(false);
-    http.set_nodelay(true);
-    let builder = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(Arc::unwrap_or_clone(tls))
-        .https_or_http()
-        .enable_http1();
-    let connector = if config.upstream_http2 {
-        builder.enable_http2().wrap_connector(http)
-    } else {
-        builder.wrap_connector(http)
-    };
+    let connector = connector::build(tls, config.upstream_http2);
     Ok(Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
