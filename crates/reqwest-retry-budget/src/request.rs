@@ -13,18 +13,20 @@ use tower_retry_budget::replay::ReplayBody;
 use tower_retry_budget::{Idempotent, ReportSlot};
 
 /// reqwest's request under the budget. `Clone` is what the layer needs to
-/// send a copy per attempt.
+/// send a copy per attempt. reqwest's request is boxed: the layer moves its
+/// `http::Request` several times per action, and a pointer moves for less
+/// than the box costs (`BENCHMARKS.md`).
 pub(crate) enum Carried {
     /// A request whose body (if any) reqwest holds in memory: every copy
     /// is `reqwest::Request::try_clone`, the whole request.
-    Reusable(reqwest::Request),
+    Reusable(Box<reqwest::Request>),
     /// A request with a streaming body. The body is kept by none of its
     /// copies (a replay limit of zero): the first attempt sends it, and the
     /// handle in the `http::Request` tells the layer that no copy can
     /// follow, so a 429 to it ends the action as `not_replayable`.
     Streaming {
         /// The request without its body.
-        head: reqwest::Request,
+        head: Box<reqwest::Request>,
         body: ReplayBody<Body>,
     },
     /// A copy reqwest refused: sending it fails ([`NotCopied`]) rather
@@ -62,13 +64,13 @@ pub(crate) fn into_http(
             let body = ReplayBody::new(body, 0);
             parts.extensions.insert(body.handle());
             Carried::Streaming {
-                head: request,
+                head: Box::new(request),
                 body,
             }
         }
         body => {
             *request.body_mut() = body;
-            Carried::Reusable(request)
+            Carried::Reusable(Box::new(request))
         }
     };
     if !extensions.is_empty() {
@@ -89,10 +91,10 @@ fn copy<T: Clone + Send + Sync + 'static>(from: &Extensions, to: &mut Extensions
 /// The attempt's request: reqwest's, whole again.
 pub(crate) fn into_reqwest(request: http::Request<Carried>) -> Result<reqwest::Request, NotCopied> {
     match request.into_body() {
-        Carried::Reusable(request) => Ok(request),
+        Carried::Reusable(request) => Ok(*request),
         Carried::Streaming { mut head, body } => {
             *head.body_mut() = Some(Body::wrap(body));
-            Ok(head)
+            Ok(*head)
         }
         Carried::Refused => Err(NotCopied),
     }
@@ -101,10 +103,12 @@ pub(crate) fn into_reqwest(request: http::Request<Carried>) -> Result<reqwest::R
 impl Clone for Carried {
     fn clone(&self) -> Self {
         match self {
-            Self::Reusable(request) => request.try_clone().map_or(Self::Refused, Self::Reusable),
+            Self::Reusable(request) => request
+                .try_clone()
+                .map_or(Self::Refused, |copy| Self::Reusable(Box::new(copy))),
             Self::Streaming { head, body } => match head.try_clone() {
                 Some(head) => Self::Streaming {
-                    head,
+                    head: Box::new(head),
                     body: body.clone(),
                 },
                 None => Self::Refused,
