@@ -68,10 +68,10 @@
 //!
 //! # Bodies
 //!
-//! A body reqwest holds in memory (`Body::try_clone` succeeds: bytes, a
-//! string, JSON) is copied for each attempt. A streaming body is sent
-//! once: if a 429 to it would need a resend, the action ends as
-//! `not_replayable` and the 429 is returned.
+//! A body reqwest holds in memory (bytes, a string, JSON:
+//! `reqwest::Request::try_clone` copies it) is sent whole with every
+//! attempt. A streaming body is sent once: if a 429 to it would need a
+//! resend, the action ends as `not_replayable` and the 429 is returned.
 //!
 //! # A tower route
 //!
