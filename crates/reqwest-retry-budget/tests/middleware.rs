@@ -416,3 +416,21 @@ async fn every_attempt_is_reqwests_request_whole_headers_and_timeout_included() 
         assert_eq!(attempt.timeout, Some(Duration::from_secs(9)));
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_who_leaves_mid_wait_gets_the_extensions_back_with_the_report() {
+    let script = Script::new(|_| reply(429, Some("3")));
+    let client = script.client(middleware());
+    let slot = ReportSlot::new();
+    let mut extensions = Extensions::new();
+    extensions.insert(Marker(9));
+    extensions.insert(slot.clone());
+    let request = client.get(URL).build().unwrap();
+    let send = client.execute_with_extensions(request, &mut extensions);
+    assert!(tokio::time::timeout(Duration::from_secs(1), send)
+        .await
+        .is_err());
+    assert_eq!(extensions.get::<Marker>(), Some(&Marker(9)));
+    assert_eq!(slot.take().unwrap().outcome, Outcome::Cancelled);
+    assert_eq!(script.count(), 1);
+}
