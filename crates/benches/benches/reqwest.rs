@@ -33,6 +33,7 @@ use reqwest_middleware::ClientWithMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry_budget::{Policy, RetryBudgetMiddleware};
+use retry_budget_benches::interleave::{per_round_medians, Spread};
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 
@@ -100,43 +101,21 @@ async fn get(client: &ClientWithMiddleware, url: &str) {
     black_box(response.bytes().await.expect("the body"));
 }
 
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
-}
-
 fn interleaved_pass(
     runtime: &Runtime,
     variants: &[(&'static str, ClientWithMiddleware)],
     url: &str,
 ) {
-    let count = variants.len();
-    let mut times = vec![Vec::with_capacity(ROUNDS); count];
-    let mut batches = vec![Vec::with_capacity(SAMPLES); count];
-    for _ in 0..ROUNDS {
-        for sample in 0..SAMPLES {
-            for k in 0..count {
-                let i = (sample + k) % count;
-                let client = &variants[i].1;
-                let start = Instant::now();
-                runtime.block_on(async {
-                    for _ in 0..BATCH {
-                        get(client, url).await;
-                    }
-                });
-                batches[i].push(start.elapsed().as_nanos() as f64 / BATCH as f64 / 1000.0);
+    let times = per_round_medians(variants.len(), ROUNDS, SAMPLES, |i| {
+        let client = &variants[i].1;
+        let start = Instant::now();
+        runtime.block_on(async {
+            for _ in 0..BATCH {
+                get(client, url).await;
             }
-        }
-        for (i, batch) in batches.iter_mut().enumerate() {
-            batch.sort_by(f64::total_cmp);
-            times[i].push(median(batch));
-            batch.clear();
-        }
-    }
+        });
+        start.elapsed().as_nanos() as f64 / BATCH as f64 / 1000.0
+    });
     println!(
         "\ninterleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} GETs per variant, \
          alternating batch by batch; per round, each variant's median batch"
@@ -146,13 +125,10 @@ fn interleaved_pass(
         "variant (us/GET)", "median", "min", "max"
     );
     for (i, (name, _)) in variants.iter().enumerate() {
-        let mut t = times[i].clone();
-        t.sort_by(f64::total_cmp);
+        let t = Spread::of(times[i].clone());
         println!(
             "  {name:<16} {:>8.2} {:>8.2} {:>8.2}",
-            median(&t),
-            t[0],
-            t[ROUNDS - 1]
+            t.median, t.min, t.max
         );
     }
     println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
@@ -162,18 +138,11 @@ fn interleaved_pass(
         ("retry_budget", "bare", None),
     ] {
         let index = |name: &str| variants.iter().position(|(n, _)| *n == name).unwrap_or(0);
-        let (a, b) = (index(num), index(den));
-        let mut ratios: Vec<f64> = (0..ROUNDS).map(|r| times[a][r] / times[b][r]).collect();
-        ratios.sort_by(f64::total_cmp);
-        let p = |q: f64| ratios[((ROUNDS - 1) as f64 * q).round() as usize];
+        let r = Spread::of_ratio(&times, index(num), index(den));
         let goal = goal.map_or_else(|| "no goal".to_owned(), |g: f64| format!("goal <= {g:.2}"));
         println!(
             "  {num} / {den} = {:.3} [{:.3} .. {:.3}] ({:.3} .. {:.3})  {goal}",
-            median(&ratios),
-            p(0.1),
-            p(0.9),
-            ratios[0],
-            ratios[ROUNDS - 1]
+            r.median, r.p10, r.p90, r.min, r.max
         );
     }
 }
