@@ -28,6 +28,7 @@ use std::time::{Instant, SystemTime};
 
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
+use retry_budget_benches::interleave::{per_round_medians, Spread};
 use retry_budget_benches::{self as fixtures, copy, drive, RATIOS};
 use tower::Service;
 
@@ -287,39 +288,17 @@ fn print_criterion_medians(names: &[&str], since: SystemTime) {
     }
 }
 
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
-}
-
 fn interleaved_pass(variants: &mut [(&'static str, Make, Box<dyn Variant>)]) {
-    let count = variants.len();
     // Per variant and round: the median ns per call over the round's batches.
-    let mut times = vec![Vec::with_capacity(ROUNDS); count];
-    let mut batches = vec![Vec::with_capacity(SAMPLES); count];
-    for _ in 0..ROUNDS {
-        for sample in 0..SAMPLES {
-            for k in 0..count {
-                let i = (sample + k) % count;
-                let (_, make, variant) = &mut variants[i];
-                let requests: Vec<_> = (0..BATCH).map(|_| make()).collect();
-                let start = Instant::now();
-                for req in requests {
-                    variant.call(req);
-                }
-                batches[i].push(start.elapsed().as_nanos() as f64 / BATCH as f64);
-            }
+    let times = per_round_medians(variants.len(), ROUNDS, SAMPLES, |i| {
+        let (_, make, variant) = &mut variants[i];
+        let requests: Vec<_> = (0..BATCH).map(|_| make()).collect();
+        let start = Instant::now();
+        for req in requests {
+            variant.call(req);
         }
-        for (i, batch) in batches.iter_mut().enumerate() {
-            batch.sort_by(f64::total_cmp);
-            times[i].push(median(batch));
-            batch.clear();
-        }
-    }
+        start.elapsed().as_nanos() as f64 / BATCH as f64
+    });
     let index = |name: &str| {
         variants
             .iter()
@@ -335,31 +314,22 @@ fn interleaved_pass(variants: &mut [(&'static str, Make, Box<dyn Variant>)]) {
         "variant (ns per call)", "median", "min", "max"
     );
     for (i, (name, _, _)) in variants.iter().enumerate() {
-        let mut t = times[i].clone();
-        t.sort_by(f64::total_cmp);
+        let t = Spread::of(times[i].clone());
         println!(
             "  {name:<38} {:>8.1} {:>8.1} {:>8.1}",
-            median(&t),
-            t[0],
-            t[ROUNDS - 1]
+            t.median, t.min, t.max
         );
     }
     println!("\nratios, per round (median [p10 .. p90] over {ROUNDS} rounds):");
     for ratio in RATIOS {
         let (num, den) = (ratio.numerator, ratio.denominator);
-        let (a, b) = (index(num), index(den));
-        let mut ratios: Vec<f64> = (0..ROUNDS).map(|r| times[a][r] / times[b][r]).collect();
-        ratios.sort_by(f64::total_cmp);
-        let p = |q: f64| ratios[((ROUNDS - 1) as f64 * q).round() as usize];
+        let r = Spread::of_ratio(&times, index(num), index(den));
         let goal = ratio
             .goal
             .map_or_else(|| "no goal".to_owned(), |g| format!("goal <= {g:.2}"));
         println!(
             "  {num} / {den} = {:.3} [{:.3} .. {:.3}]  {goal} ({})",
-            median(&ratios),
-            p(0.1),
-            p(0.9),
-            ratio.meaning
+            r.median, r.p10, r.p90, ratio.meaning
         );
     }
 }

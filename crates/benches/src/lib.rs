@@ -10,6 +10,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod interleave;
+
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
 use std::net::SocketAddr;

@@ -1,0 +1,179 @@
+//! Wall time of the happy GET through `reqwest_middleware::ClientWithMiddleware`
+//! over a loopback hyper server (HTTP/1, kept alive), in three variants:
+//! no middleware (`bare`), `reqwest-retry`'s `RetryTransientMiddleware`
+//! (its default `ExponentialBackoff`, 3 retries: `reqwest_retry`) and
+//! `RetryBudgetMiddleware` with `Policy::default()` (`retry_budget`). Each
+//! call sends the GET and reads the whole body.
+//!
+//! A criterion pass gives absolute times (the variants one after the
+//! other). The ratio `retry_budget / reqwest_retry` comes from a second,
+//! **interleaved** pass: the variants take turns batch by batch ([`BATCH`]
+//! calls each, order rotated); a round is [`SAMPLES`] batches of each and
+//! gives every variant its median batch and the ratio one value; the
+//! median and spread over [`ROUNDS`] rounds are printed. The goal is
+//! `retry_budget / reqwest_retry <= 1.05`; the figures of record are in
+//! `BENCHMARKS.md`.
+//!
+//! ```text
+//! cargo bench -p retry-budget-benches --bench reqwest
+//! ```
+
+use std::convert::Infallible;
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use criterion::Criterion;
+use http_body_util::Full;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use reqwest_middleware::ClientWithMiddleware;
+use reqwest_retry::policies::ExponentialBackoff;
+use reqwest_retry::RetryTransientMiddleware;
+use reqwest_retry_budget::{Policy, RetryBudgetMiddleware};
+use retry_budget_benches::interleave::{per_round_medians, Spread};
+use tokio::net::TcpListener;
+use tokio::runtime::Runtime;
+
+/// Interleaved rounds; each gives one value of the ratio.
+const ROUNDS: usize = 31;
+/// Batches per variant and round, interleaved with the other variants'.
+const SAMPLES: usize = 30;
+/// Calls per batch (each a loopback round trip of tens of microseconds).
+const BATCH: usize = 20;
+
+/// A loopback server on a runtime of its own (one worker thread), answering
+/// every request `200` with a short body.
+fn server() -> (SocketAddr, Runtime) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("the server's runtime");
+    let listener = runtime
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    runtime.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let service = service_fn(|_request: http::Request<hyper::body::Incoming>| async {
+                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
+                        b"coast palettes\n",
+                    ))))
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (addr, runtime)
+}
+
+fn variants() -> Vec<(&'static str, ClientWithMiddleware)> {
+    let builder = || reqwest_middleware::ClientBuilder::new(reqwest::Client::new());
+    vec![
+        ("bare", builder().build()),
+        (
+            "reqwest_retry",
+            builder()
+                .with(RetryTransientMiddleware::new_with_policy(
+                    ExponentialBackoff::builder().build_with_max_retries(3),
+                ))
+                .build(),
+        ),
+        (
+            "retry_budget",
+            builder()
+                .with(RetryBudgetMiddleware::new(Policy::default()))
+                .build(),
+        ),
+    ]
+}
+
+/// One happy GET, its body read whole.
+async fn get(client: &ClientWithMiddleware, url: &str) {
+    let response = client.get(url).send().await.expect("a response");
+    assert_eq!(response.status(), 200);
+    black_box(response.bytes().await.expect("the body"));
+}
+
+fn interleaved_pass(
+    runtime: &Runtime,
+    variants: &[(&'static str, ClientWithMiddleware)],
+    url: &str,
+) {
+    let times = per_round_medians(variants.len(), ROUNDS, SAMPLES, |i| {
+        let client = &variants[i].1;
+        let start = Instant::now();
+        runtime.block_on(async {
+            for _ in 0..BATCH {
+                get(client, url).await;
+            }
+        });
+        start.elapsed().as_nanos() as f64 / BATCH as f64 / 1000.0
+    });
+    println!(
+        "\ninterleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} GETs per variant, \
+         alternating batch by batch; per round, each variant's median batch"
+    );
+    println!(
+        "  {:<16} {:>8} {:>8} {:>8}",
+        "variant (us/GET)", "median", "min", "max"
+    );
+    for (i, (name, _)) in variants.iter().enumerate() {
+        let t = Spread::of(times[i].clone());
+        println!(
+            "  {name:<16} {:>8.2} {:>8.2} {:>8.2}",
+            t.median, t.min, t.max
+        );
+    }
+    println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
+    for (num, den, goal) in [
+        ("retry_budget", "reqwest_retry", Some(1.05)),
+        ("reqwest_retry", "bare", None),
+        ("retry_budget", "bare", None),
+    ] {
+        let index = |name: &str| variants.iter().position(|(n, _)| *n == name).unwrap_or(0);
+        let r = Spread::of_ratio(&times, index(num), index(den));
+        let goal = goal.map_or_else(|| "no goal".to_owned(), |g: f64| format!("goal <= {g:.2}"));
+        println!(
+            "  {num} / {den} = {:.3} [{:.3} .. {:.3}] ({:.3} .. {:.3})  {goal}",
+            r.median, r.p10, r.p90, r.min, r.max
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not (a
+    // smoke run of each variant by criterion, nothing else).
+    let benching = std::env::args().any(|a| a == "--bench");
+    let (addr, _server) = server();
+    let url = format!("http://{addr}/palettes");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("the client's runtime");
+    let variants = variants();
+    // Every client's connection is open before anything is measured.
+    for (_, client) in &variants {
+        runtime.block_on(get(client, &url));
+    }
+
+    let mut criterion = Criterion::default()
+        .warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(3))
+        .configure_from_args();
+    let mut group = criterion.benchmark_group("reqwest");
+    for (name, client) in &variants {
+        group.bench_function(*name, |b| b.iter(|| runtime.block_on(get(client, &url))));
+    }
+    group.finish();
+    criterion.final_summary();
+    if benching {
+        interleaved_pass(&runtime, &variants, &url);
+    }
+}
