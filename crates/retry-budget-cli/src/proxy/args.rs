@@ -275,6 +275,9 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
 }
 
+/// The most `--workers`.
+const MAX_WORKERS: usize = 1024;
+
 /// The window of the client-wide retry budget (tower's `TpsBudget` default).
 const RETRY_WINDOW: Duration = Duration::from_secs(10);
 
@@ -323,6 +326,11 @@ impl Args {
             .max_hold(self.max_hold)
             .build()
             .map_err(|e| format!("--max-hold: {e}"))?;
+        if self.workers.is_some_and(|n| n.get() > MAX_WORKERS) {
+            return Err(format!(
+                "--workers: at most {MAX_WORKERS} (each is a thread with a socket of its own)"
+            ));
+        }
         if self.listen == self.admin && self.listen.port() != 0 {
             return Err(format!(
                 "--admin: {} is also the --listen address; give them different ports",
@@ -443,6 +451,24 @@ mod tests {
         assert_eq!(config.max_connections.get(), 512);
         assert_eq!(config.admin_max_connections.get(), 32);
         assert_eq!(config.body_idle_timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn workers_default_to_the_cpus_and_are_bounded() {
+        let default = config(&["--upstream", "http://a/"]).unwrap();
+        assert_eq!(
+            default.workers,
+            std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+        );
+        let three = config(&["--upstream", "http://a/", "--workers", "3"]).unwrap();
+        assert_eq!(three.workers.get(), 3);
+        for refused in ["0", "-1", "two", "1025"] {
+            assert!(
+                config(&["--upstream", "http://a/", "--workers", refused]).is_err(),
+                "--workers {refused}"
+            );
+        }
+        assert!(config(&["--upstream", "http://a/", "--workers", "1024"]).is_ok());
     }
 
     #[test]

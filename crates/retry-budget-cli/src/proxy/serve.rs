@@ -160,7 +160,7 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
         .collect::<Vec<_>>();
     let mut ready_workers = Vec::with_capacity(workers);
     for listener in listeners {
-        let stack = Stack::new(&config, &shared, &policies)?;
+        let stack = Stack::new(&config, &shared, &policies);
         let runtime = runtime(true).map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
         ready_workers.push((listener, stack, runtime));
     }

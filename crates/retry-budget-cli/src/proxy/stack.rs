@@ -77,6 +77,8 @@ pub type PerRequest = tower_retry_budget::replay::ReplayBodyService<
 /// [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Shared {
+    /// The TLS configuration (roots read once, not once per worker).
+    tls: Arc<rustls::ClientConfig>,
     hold_off: Option<HoldOff>,
     /// `--concurrency`: one limit over all workers.
     concurrency: Option<Arc<Semaphore>>,
@@ -89,13 +91,16 @@ impl Shared {
     ///
     /// # Errors
     ///
-    /// A one-line message: the hold-off's store could not start.
+    /// A one-line message: the TLS roots could not be loaded, or the
+    /// hold-off's store could not start.
     pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
+        let tls = crate::tls::client_config(config.cacert.as_deref(), config.upstream.is_https())?;
         let hold_off = hold_off(config)?;
         if let Some(map) = &hold_off {
             metrics.watch_hold_off(map.clone());
         }
         Ok(Self {
+            tls,
             hold_off,
             concurrency: config
                 .concurrency
@@ -155,12 +160,8 @@ pub fn hold_off(config: &Config) -> Result<Option<HoldOff>, String> {
 impl Stack {
     /// Builds a worker's client, and its services for `policies` (the
     /// policies most requests have).
-    ///
-    /// # Errors
-    ///
-    /// A one-line message: the TLS roots could not be loaded.
-    pub fn new(config: &Config, shared: &Shared, policies: &[Policy]) -> Result<Self, String> {
-        let client = client(config)?;
+    pub fn new(config: &Config, shared: &Shared, policies: &[Policy]) -> Self {
+        let client = client(config, shared.tls.clone());
         let below = ServiceBuilder::new()
             .option_layer(
                 shared
@@ -180,7 +181,7 @@ impl Stack {
             built: Vec::new(),
         };
         stack.built = policies.iter().map(|p| (*p, stack.build(*p))).collect();
-        Ok(stack)
+        stack
     }
 
     /// The service for one request under `policy`.
@@ -225,12 +226,11 @@ fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
 
 /// The hyper-util client over the CLI's one connector, HTTP/2 only if
 /// asked.
-fn client(config: &Config) -> Result<UpstreamClient, String> {
-    let tls = crate::tls::client_config(config.cacert.as_deref(), config.upstream.is_https())?;
+fn client(config: &Config, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
     let connector = connector::build(tls, config.upstream_http2);
-    Ok(Client::builder(TokioExecutor::new())
+    Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
         .http2_only(config.upstream_http2)
-        .build(connector))
+        .build(connector)
 }
