@@ -100,16 +100,26 @@ fn runtime(worker: bool) -> std::io::Result<Runtime> {
 }
 
 /// `workers` listening sockets on `addr`, all on the port the first one
-/// got (`addr`'s, or the one the system chose for port 0).
+/// got (`addr`'s, or the one the system chose for port 0). On Unix each is
+/// a socket of its own (`SO_REUSEPORT`); elsewhere they are copies of one
+/// socket, which every worker accepts from.
 fn bind(addr: std::net::SocketAddr, workers: usize) -> std::io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::with_capacity(workers);
     let mut at = addr;
     for _ in 0..workers {
+        #[cfg(not(unix))]
+        if let Some(first) = listeners.first() {
+            let copy = std::net::TcpListener::try_clone(first)?;
+            listeners.push(copy);
+            continue;
+        }
         let socket = if at.is_ipv4() {
             TcpSocket::new_v4()?
         } else {
             TcpSocket::new_v6()?
         };
+        // As std's `TcpListener::bind` does on Unix.
+        #[cfg(unix)]
         socket.set_reuseaddr(true)?;
         #[cfg(unix)]
         socket.set_reuseport(true)?;
