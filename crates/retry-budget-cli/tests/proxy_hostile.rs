@@ -141,7 +141,10 @@ enum Then {
 /// bytes, whatever they say.
 struct RawUpstream {
     addr: SocketAddr,
+    /// Request heads read.
     count: Arc<AtomicUsize>,
+    /// TCP connections accepted.
+    connections: Arc<AtomicUsize>,
 }
 
 impl RawUpstream {
@@ -149,10 +152,12 @@ impl RawUpstream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let addr = listener.local_addr().expect("its address");
         let count = Arc::new(AtomicUsize::new(0));
-        let c = count.clone();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (c, accepted) = (count.clone(), connections.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { break };
+                accepted.fetch_add(1, Ordering::SeqCst);
                 let count = c.clone();
                 std::thread::spawn(move || {
                     let mut head = Vec::new();
@@ -171,7 +176,11 @@ impl RawUpstream {
                 });
             }
         });
-        Self { addr, count }
+        Self {
+            addr,
+            count,
+            connections,
+        }
     }
 
     fn url(&self) -> String {
@@ -299,27 +308,9 @@ fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn http2_streams_reset_before_any_answer_open_no_upstream_connection_each() {
-    // An upstream that counts the TCP connections opened to it, and
-    // answers 200 to whatever arrives on them.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-    let upstream = listener.local_addr().expect("its address");
-    let connects = Arc::new(AtomicUsize::new(0));
-    let counted = connects.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { break };
-            counted.fetch_add(1, Ordering::SeqCst);
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                while let Ok(n @ 1..) = stream.read(&mut buf) {
-                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
-                    }
-                }
-            });
-        }
-    });
-    let proxy = Proxy::start_to(&format!("http://{upstream}"), &[]);
+    // An upstream that counts the TCP connections opened to it.
+    let upstream = RawUpstream::start(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n", Then::Close);
+    let proxy = Proxy::start_to(&upstream.url(), &[]);
 
     // GET / (HPACK: :method GET, :scheme http, :path / from the static
     // table; :authority "a" as a literal without indexing).
@@ -344,7 +335,7 @@ async fn http2_streams_reset_before_any_answer_open_no_upstream_connection_each(
     // The proxy still serves (and opens a connection for) a real request.
     let answer = send(get(&proxy.url("/after"))).await;
     assert_eq!(answer.status, 200);
-    let opened = connects.load(Ordering::SeqCst);
+    let opened = upstream.connections.load(Ordering::SeqCst);
     assert!(
         opened <= 1 + CLIENTS as usize,
         "{opened} upstream connections for {} reset streams and one request",
