@@ -18,22 +18,14 @@
 //! cargo bench -p retry-budget-benches --bench reqwest
 //! ```
 
-use std::convert::Infallible;
 use std::hint::black_box;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use bytes::Bytes;
 use criterion::Criterion;
-use http_body_util::Full;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use reqwest_middleware::ClientWithMiddleware;
-use reqwest_retry::policies::ExponentialBackoff;
-use reqwest_retry::RetryTransientMiddleware;
-use reqwest_retry_budget::{Policy, RetryBudgetMiddleware};
 use retry_budget_benches::interleave::{per_round_medians, Spread};
+use retry_budget_benches::reqwest_variants;
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 
@@ -56,42 +48,20 @@ fn server() -> (SocketAddr, Runtime) {
         .block_on(TcpListener::bind("127.0.0.1:0"))
         .expect("a loopback port");
     let addr = listener.local_addr().expect("its address");
-    runtime.spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let service = service_fn(|_request: http::Request<hyper::body::Incoming>| async {
-                    Ok::<_, Infallible>(http::Response::new(Full::new(Bytes::from_static(
-                        b"coast palettes\n",
-                    ))))
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+    runtime.spawn(reqwest_variants::serve(listener));
     (addr, runtime)
 }
 
 fn variants() -> Vec<(&'static str, ClientWithMiddleware)> {
-    let builder = || reqwest_middleware::ClientBuilder::new(reqwest::Client::new());
-    vec![
-        ("bare", builder().build()),
-        (
-            "reqwest_retry",
-            builder()
-                .with(RetryTransientMiddleware::new_with_policy(
-                    ExponentialBackoff::builder().build_with_max_retries(3),
-                ))
-                .build(),
-        ),
-        (
-            "retry_budget",
-            builder()
-                .with(RetryBudgetMiddleware::new(Policy::default()))
-                .build(),
-        ),
-    ]
+    reqwest_variants::VARIANTS
+        .into_iter()
+        .map(|name| {
+            (
+                name,
+                reqwest_variants::client(name).expect("a known variant"),
+            )
+        })
+        .collect()
 }
 
 /// One happy GET, its body read whole.

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod interleave;
+pub mod reqwest_variants;
 
 use std::convert::Infallible;
 use std::future::{ready, Future, Ready};
