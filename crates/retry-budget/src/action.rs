@@ -130,8 +130,6 @@ pub struct Action {
     latest: Duration,
     attempts_started: u32,
     last_status: Option<u16>,
-    request_time: Duration,
-    wait_time: Duration,
     server_requested_wait: Option<Duration>,
     events: Events,
     rng: fastrand::Rng,
@@ -191,10 +189,8 @@ impl Action {
             latest: Duration::ZERO,
             attempts_started: 0,
             last_status: None,
-            request_time: Duration::ZERO,
-            wait_time: Duration::ZERO,
             server_requested_wait: None,
-            // No allocation until the first event: a fresh action is free.
+            // Nothing written until an event must be (see `Trail`).
             events: Events::new(),
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
@@ -368,9 +364,9 @@ impl Action {
             quota,
         } = answer;
         let now = self.observe(now);
-        let Phase::InFlight { started } = self.phase else {
+        if !matches!(self.phase, Phase::InFlight { .. }) {
             return self.decision();
-        };
+        }
         if let Some(from) = translated_from {
             self.push(
                 now,
@@ -380,7 +376,6 @@ impl Action {
                 },
             );
         }
-        self.request_time += now - started;
         self.last_status = Some(status);
         let retried = self.policy.retries(status);
         self.push(
@@ -646,7 +641,6 @@ impl Action {
         if now < until {
             return self.decision();
         }
-        self.end_wait(from, now);
         self.push(
             now,
             EventKind::Woke {
@@ -785,15 +779,8 @@ impl Action {
         let now = self.observe(now);
         let waited_from = match self.phase {
             Phase::Stopped { .. } => return self.decision(),
-            Phase::Ready => None,
-            Phase::InFlight { started } => {
-                self.request_time += now - started;
-                None
-            }
-            Phase::Waiting { from, .. } => {
-                self.end_wait(from, now);
-                Some(from)
-            }
+            Phase::Ready | Phase::InFlight { .. } => None,
+            Phase::Waiting { from, .. } => Some(from),
         };
         self.push(now, EventKind::CallerLeft { waited_from });
         self.stop(now, Outcome::Cancelled)
@@ -825,6 +812,13 @@ impl Action {
 
     /// The trail so far.
     pub fn events(&self) -> &[Event] {
+        self.events.as_slice()
+    }
+
+    /// The trail so far, as the [`Trail`] the report will carry: its
+    /// [`len`](Trail::len) and [`get`](Trail::get) read it without writing
+    /// a first answer's events out (see [`Trail`]).
+    pub fn trail(&self) -> &Trail {
         &self.events
     }
 
@@ -847,17 +841,20 @@ impl Action {
         let Phase::Stopped { outcome, at } = self.phase else {
             return None;
         };
+        // Both totals follow from the trail (each attempt ends, and each
+        // wait is left, with an event that says when).
+        let (request_time, wait_time) = self.events.times();
         Some(Report {
             outcome,
             last_status: self.last_status,
             attempts_started: self.attempts_started,
             max_attempts: self.policy.max_attempts(),
             elapsed: at,
-            request_time: self.request_time,
-            wait_time: self.wait_time,
+            request_time,
+            wait_time,
             server_requested_wait: self.server_requested_wait,
             attempt_cap: self.policy.attempt_cap(),
-            events: Trail::from_events(std::mem::take(&mut self.events)),
+            events: std::mem::take(&mut self.events),
             shared_with: 0,
         })
     }
@@ -909,10 +906,9 @@ impl Action {
 
     fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {
         let now = self.observe(now);
-        let Phase::InFlight { started } = self.phase else {
+        if !matches!(self.phase, Phase::InFlight { .. }) {
             return self.decision();
-        };
-        self.request_time += now - started;
+        }
         let attempt = self.attempts_started;
         let kind = if outcome == Outcome::AttemptTimeout {
             EventKind::AttemptTimedOut { attempt }
@@ -939,10 +935,6 @@ impl Action {
         reservation_end(policy, now).ok_or(Outcome::BudgetExhausted)
     }
 
-    fn end_wait(&mut self, from: Duration, to: Duration) {
-        self.wait_time += to - from;
-    }
-
     fn stop(&mut self, now: Duration, outcome: Outcome) -> Decision {
         self.phase = Phase::Stopped { outcome, at: now };
         self.push(now, EventKind::Stopped { outcome });
@@ -955,17 +947,7 @@ impl Action {
     }
 
     fn push(&mut self, at: Duration, kind: EventKind) {
-        if self.events.capacity() == 0 {
-            // Room for the three events most actions have (a first answer:
-            // started, response, stopped; a first 429: started, response,
-            // wait planned), not `Vec`'s default four.
-            self.events.reserve_exact(3);
-        }
-        self.events.push(Event {
-            at,
-            remaining_budget: self.policy.total_budget().saturating_sub(at),
-            kind,
-        });
+        self.events.record(at, self.policy.total_budget(), kind);
     }
 }
 

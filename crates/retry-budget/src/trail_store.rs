@@ -1,20 +1,133 @@
 //! [`Trail`]: where an action keeps its events.
 //!
-//! The events live on the heap, in one `Vec` whose first push reserves
-//! room for three (a first attempt that answers is three events: started,
-//! response, stopped; a first 429 too: started, response, wait planned). Kept inline, three events made the
-//! [`Action`](crate::Action) and its [`Report`](crate::Report) several
-//! hundred bytes larger, and the copies of those moves cost more than the
-//! one allocation (`BENCHMARKS.md` has the measurement). This type keeps
-//! that choice out of the public API: it reads as a slice.
+//! Most actions end at their first answer, and most reports are never read
+//! event by event: a first answer is three events (the attempt started, the
+//! response, the stop) that follow from a handful of numbers. Until one of
+//! them is read, or an event that is not one of them follows, the trail
+//! keeps those numbers and writes nothing; the first read writes the
+//! events out once (a [`OnceLock`]), and from then on the trail is a plain
+//! `Vec<Event>` that grows as events come. Neither an action nor its report
+//! allocates for a trail nobody reads. This type keeps that choice out of
+//! the public API: it reads as a slice.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
+use std::sync::OnceLock;
+use std::time::Duration;
 
-use crate::trail::Event;
+use crate::trail::{Event, EventKind, RetryAfterSeen};
+use crate::Outcome;
 
 /// The events of an action, as the [`Action`](crate::Action) keeps them.
-pub(crate) type Events = Vec<Event>;
+pub(crate) type Events = Trail;
+
+/// The first answer's events, kept as numbers: the first attempt started at
+/// `started` with its reservation ending at `reservation_end`, answered
+/// `status` with no `Retry-After` at `answered`, and the action stopped
+/// there with `outcome`. `budget` is the total budget, from which every
+/// event's remaining budget follows. Times in nanoseconds (an elapsed time
+/// that does not fit is simply written out as an event).
+#[derive(Debug, Clone, Copy, Default)]
+struct FirstAnswer {
+    /// How many of the three events these numbers stand for (0 to 3).
+    count: u8,
+    status: u16,
+    outcome: Option<Outcome>,
+    started: u64,
+    reservation_end: u64,
+    answered: u64,
+    budget: u64,
+}
+
+/// A time in whole nanoseconds, if it fits (in `u64` arithmetic: this runs
+/// for every event).
+fn nanos(d: Duration) -> Option<u64> {
+    d.as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(d.subsec_nanos()))
+}
+
+impl FirstAnswer {
+    /// Takes `kind` at `at` as the next of the three events, if it is.
+    fn take(&mut self, at: Duration, budget: Duration, kind: &EventKind) -> bool {
+        let (Some(at), Some(budget)) = (nanos(at), nanos(budget)) else {
+            return false;
+        };
+        match (self.count, kind) {
+            (
+                0,
+                EventKind::AttemptStarted {
+                    attempt: 1,
+                    reservation_end,
+                },
+            ) => {
+                let Some(end) = nanos(*reservation_end) else {
+                    return false;
+                };
+                self.started = at;
+                self.reservation_end = end;
+                self.budget = budget;
+            }
+            (
+                1,
+                EventKind::Response {
+                    attempt: 1,
+                    status,
+                    retry_after: RetryAfterSeen::Missing,
+                },
+            ) if budget == self.budget => {
+                self.status = *status;
+                self.answered = at;
+            }
+            (2, EventKind::Stopped { outcome }) if at == self.answered && budget == self.budget => {
+                self.outcome = Some(*outcome);
+            }
+            _ => return false,
+        }
+        self.count += 1;
+        true
+    }
+
+    /// The event at `index` of those these numbers stand for.
+    fn event(&self, index: usize) -> Option<Event> {
+        if index >= usize::from(self.count) {
+            return None;
+        }
+        let (at, kind) = match (index, self.outcome) {
+            (0, _) => (
+                self.started,
+                EventKind::AttemptStarted {
+                    attempt: 1,
+                    reservation_end: Duration::from_nanos(self.reservation_end),
+                },
+            ),
+            (1, _) => (
+                self.answered,
+                EventKind::Response {
+                    attempt: 1,
+                    status: self.status,
+                    retry_after: RetryAfterSeen::Missing,
+                },
+            ),
+            (_, Some(outcome)) => (self.answered, EventKind::Stopped { outcome }),
+            (_, None) => return None,
+        };
+        let at = Duration::from_nanos(at);
+        Some(Event {
+            at,
+            remaining_budget: Duration::from_nanos(self.budget).saturating_sub(at),
+            kind,
+        })
+    }
+
+    /// The events these numbers stand for.
+    fn write(&self) -> Vec<Event> {
+        let mut events = Vec::with_capacity(3);
+        events.extend((0..usize::from(self.count)).map_while(|i| self.event(i)));
+        events
+    }
+}
 
 /// The trail of an action: its [`Event`]s in order. Reads as a slice
 /// (`Deref<Target = [Event]>`); built from a `Vec<Event>` or an iterator.
@@ -31,32 +144,138 @@ pub(crate) type Events = Vec<Event>;
 /// assert_eq!(report.events.first().map(|e| e.at), Some(Duration::ZERO));
 /// ```
 #[derive(Clone, Default)]
-pub struct Trail(Events);
+pub struct Trail {
+    /// The first answer's events while nothing else happened and nobody
+    /// read them.
+    first: FirstAnswer,
+    /// Every event, once written out (the first answer's included): when
+    /// set, `first` is no longer looked at.
+    written: OnceLock<Vec<Event>>,
+}
 
 impl Trail {
     /// An empty trail (no allocation).
     pub fn new() -> Self {
-        Self(Events::new())
+        Self::default()
     }
 
-    /// The trail of an action that ran: its events.
-    pub(crate) fn from_events(events: Events) -> Self {
-        Self(events)
-    }
-
-    /// The events, as a slice.
+    /// The events, as a slice (written out at the first read).
     pub fn as_slice(&self) -> &[Event] {
-        &self.0
+        match self.written.get() {
+            Some(events) => events,
+            None if self.first.count == 0 => &[],
+            None => self.written.get_or_init(|| self.first.write()),
+        }
+    }
+
+    /// How many events the trail holds (writes nothing out).
+    pub fn len(&self) -> usize {
+        self.written
+            .get()
+            .map_or(usize::from(self.first.count), Vec::len)
+    }
+
+    /// Whether the trail holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The event at `index`, without writing the trail out: borrowed if it
+    /// is written, built for the caller if not. For a reader that looks at
+    /// a few events once (a listener handed each new event) and would
+    /// otherwise make the trail write itself out.
+    ///
+    /// ```
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter, trail::EventKind};
+    /// use std::time::Duration;
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// action.response(Duration::from_millis(40), 200, &RetryAfter::Missing, None);
+    /// let trail = action.trail();
+    /// assert_eq!(trail.len(), 3);
+    /// let last = trail.get(2).unwrap();
+    /// assert!(matches!(last.kind, EventKind::Stopped { .. }));
+    /// assert!(trail.get(3).is_none());
+    /// ```
+    pub fn get(&self, index: usize) -> Option<Cow<'_, Event>> {
+        match self.written.get() {
+            Some(events) => events.get(index).map(Cow::Borrowed),
+            None => self.first.event(index).map(Cow::Owned),
+        }
+    }
+
+    /// The time spent with an attempt in flight and the time spent
+    /// waiting, in total, read off the events: an attempt runs from its
+    /// start to its response, time-out, failure or the caller's leaving; a
+    /// wait from its `waited_from` to the wake or the leaving. (Reads a
+    /// first answer from its numbers, writing nothing out.)
+    pub(crate) fn times(&self) -> (Duration, Duration) {
+        let Some(events) = self.written.get() else {
+            let request = if self.first.count >= 2 {
+                Duration::from_nanos(self.first.answered.saturating_sub(self.first.started))
+            } else {
+                Duration::ZERO
+            };
+            return (request, Duration::ZERO);
+        };
+        let (mut request, mut wait) = (Duration::ZERO, Duration::ZERO);
+        let mut in_flight = None;
+        for event in events {
+            match event.kind {
+                EventKind::AttemptStarted { .. } => in_flight = Some(event.at),
+                EventKind::Response { .. }
+                | EventKind::AttemptTimedOut { .. }
+                | EventKind::TransportFailed { .. }
+                | EventKind::CallerLeft { waited_from: None } => {
+                    if let Some(started) = in_flight.take() {
+                        request = request.saturating_add(event.at.saturating_sub(started));
+                    }
+                }
+                EventKind::Woke { waited_from, .. }
+                | EventKind::CallerLeft {
+                    waited_from: Some(waited_from),
+                } => wait = wait.saturating_add(event.at.saturating_sub(waited_from)),
+                _ => {}
+            }
+        }
+        (request, wait)
     }
 
     /// The events, as a `Vec`.
-    pub fn into_vec(self) -> Vec<Event> {
-        self.0
+    pub fn into_vec(mut self) -> Vec<Event> {
+        self.written_mut().take().unwrap_or_default()
     }
 
-    /// Appends an event.
+    /// The events, written out, to be changed.
+    fn written_mut(&mut self) -> &mut OnceLock<Vec<Event>> {
+        if self.written.get().is_none() {
+            let events = self.first.write();
+            self.written = OnceLock::from(events);
+        }
+        &mut self.written
+    }
+
+    /// Appends the event `kind` at `at` under a total budget of `budget`:
+    /// kept as numbers if it is the next event of a first answer, written
+    /// otherwise.
+    pub(crate) fn record(&mut self, at: Duration, budget: Duration, kind: EventKind) {
+        if self.written.get().is_none() && self.first.take(at, budget, &kind) {
+            return;
+        }
+        self.push(Event {
+            at,
+            remaining_budget: budget.saturating_sub(at),
+            kind,
+        });
+    }
+
+    /// Appends an event (written out).
     pub(crate) fn push(&mut self, event: Event) {
-        self.0.push(event);
+        match self.written_mut().get_mut() {
+            Some(events) => events.push(event),
+            None => unreachable!("written out just above"),
+        }
     }
 }
 
@@ -84,19 +303,24 @@ impl fmt::Debug for Trail {
 
 impl From<Vec<Event>> for Trail {
     fn from(events: Vec<Event>) -> Self {
-        Self(events)
+        Self {
+            first: FirstAnswer::default(),
+            written: OnceLock::from(events),
+        }
     }
 }
 
 impl FromIterator<Event> for Trail {
     fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Self {
-        Self(iter.into_iter().collect())
+        Self::from(iter.into_iter().collect::<Vec<_>>())
     }
 }
 
 impl Extend<Event> for Trail {
     fn extend<I: IntoIterator<Item = Event>>(&mut self, iter: I) {
-        self.0.extend(iter);
+        for event in iter {
+            self.push(event);
+        }
     }
 }
 
@@ -114,7 +338,7 @@ impl IntoIterator for Trail {
     type IntoIter = std::vec::IntoIter<Event>;
 
     fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
+        self.into_vec().into_iter()
     }
 }
 
@@ -140,5 +364,173 @@ impl PartialEq<[Event]> for Trail {
 impl serde::Serialize for Trail {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.as_slice())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trail::WaitBasis;
+
+    const BUDGET: Duration = Duration::from_secs(20);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn started(at: Duration) -> (Duration, EventKind) {
+        let kind = EventKind::AttemptStarted {
+            attempt: 1,
+            reservation_end: at.saturating_add(Duration::from_secs(4)),
+        };
+        (at, kind)
+    }
+
+    fn answered(at: Duration, status: u16) -> (Duration, EventKind) {
+        let kind = EventKind::Response {
+            attempt: 1,
+            status,
+            retry_after: RetryAfterSeen::Missing,
+        };
+        (at, kind)
+    }
+
+    fn stopped(at: Duration) -> (Duration, EventKind) {
+        let kind = EventKind::Stopped {
+            outcome: Outcome::Success,
+        };
+        (at, kind)
+    }
+
+    /// The trail recorded event by event, and the events it must read as.
+    fn both(steps: &[(Duration, EventKind)]) -> (Trail, Vec<Event>) {
+        let mut trail = Trail::new();
+        let mut expected = Vec::new();
+        for (at, kind) in steps.iter().cloned() {
+            trail.record(at, BUDGET, kind.clone());
+            expected.push(Event {
+                at,
+                remaining_budget: BUDGET.saturating_sub(at),
+                kind,
+            });
+        }
+        (trail, expected)
+    }
+
+    #[test]
+    fn nanos_fit_or_not() {
+        assert_eq!(nanos(Duration::ZERO), Some(0));
+        assert_eq!(nanos(Duration::new(3, 7)), Some(3_000_000_007));
+        assert_eq!(nanos(Duration::from_nanos(u64::MAX)), Some(u64::MAX));
+        assert_eq!(
+            nanos(Duration::from_nanos(u64::MAX) + Duration::from_nanos(1)),
+            None
+        );
+        assert_eq!(nanos(Duration::MAX), None);
+    }
+
+    #[test]
+    fn a_first_answer_is_written_only_when_read() {
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(40), 200), stopped(ms(40))]);
+        assert!(trail.written.get().is_none(), "nothing written yet");
+        assert_eq!(trail.first.count, 3);
+        assert_eq!(trail.as_slice(), expected.as_slice());
+        assert!(trail.written.get().is_some());
+        assert_eq!(trail.clone().into_vec(), expected);
+    }
+
+    #[test]
+    fn get_builds_an_event_without_writing_the_trail() {
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(40), 200), stopped(ms(40))]);
+        for (i, event) in expected.iter().enumerate() {
+            assert_eq!(trail.get(i).as_deref(), Some(event));
+        }
+        assert_eq!(trail.get(3), None);
+        assert_eq!(trail.len(), 3);
+        assert!(
+            trail.written.get().is_none(),
+            "nothing written by get or len"
+        );
+        let _ = trail.as_slice();
+        assert_eq!(trail.get(1).as_deref(), Some(&expected[1]));
+        assert!(matches!(trail.get(1), Some(Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn every_prefix_reads_as_its_events() {
+        let steps = [started(ms(5)), answered(ms(45), 404), stopped(ms(45))];
+        for n in 0..=steps.len() {
+            let (trail, expected) = both(&steps[..n]);
+            assert_eq!(trail.len(), n);
+            assert_eq!(trail, expected);
+            assert_eq!(format!("{trail:?}"), format!("{expected:?}"));
+        }
+    }
+
+    #[test]
+    fn events_after_a_read_are_kept_in_order() {
+        let mut trail = Trail::new();
+        let (at, kind) = started(ms(0));
+        trail.record(at, BUDGET, kind);
+        assert_eq!(trail.len(), 1); // read: written out
+        let (at, kind) = answered(ms(10), 200);
+        trail.record(at, BUDGET, kind);
+        let (at, kind) = stopped(ms(10));
+        trail.record(at, BUDGET, kind);
+        let (_, expected) = both(&[started(ms(0)), answered(ms(10), 200), stopped(ms(10))]);
+        assert_eq!(trail, expected);
+    }
+
+    #[test]
+    fn any_other_event_writes_the_first_ones_out() {
+        let wait = EventKind::WaitPlanned {
+            wait: ms(1000),
+            until: ms(1010),
+            reservation_end: ms(5010),
+            basis: WaitBasis::Fallback { completed: 1 },
+        };
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(10), 429), (ms(10), wait)]);
+        assert!(trail.written.get().is_some());
+        assert_eq!(trail, expected);
+
+        // A Retry-After seen, a second attempt, a stop at another time, a
+        // time too large for nanoseconds: written as they come.
+        let seen = EventKind::Response {
+            attempt: 1,
+            status: 200,
+            retry_after: RetryAfterSeen::Seconds { value: ms(1000) },
+        };
+        for steps in [
+            vec![started(ms(0)), (ms(3), seen)],
+            vec![started(ms(0)), answered(ms(3), 200), stopped(ms(4))],
+            vec![started(Duration::MAX)],
+            vec![(
+                ms(0),
+                EventKind::AttemptStarted {
+                    attempt: 2,
+                    reservation_end: ms(4000),
+                },
+            )],
+        ] {
+            let (trail, expected) = both(&steps);
+            assert!(trail.written.get().is_some(), "{steps:?}");
+            assert_eq!(trail, expected);
+        }
+    }
+
+    #[test]
+    fn pushed_and_extended_events_follow_the_first_ones() {
+        let (mut trail, mut expected) = both(&[started(ms(0)), answered(ms(10), 200)]);
+        let extra = Event {
+            at: ms(20),
+            remaining_budget: ms(19_980),
+            kind: EventKind::Stopped {
+                outcome: Outcome::Cancelled,
+            },
+        };
+        trail.extend([extra.clone()]);
+        expected.push(extra);
+        assert_eq!(trail, expected);
+        assert_eq!(trail.into_iter().collect::<Vec<_>>(), expected);
     }
 }

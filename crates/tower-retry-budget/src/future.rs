@@ -294,8 +294,9 @@ impl<S, B> Ctx<S, B> {
                 // Asked for by nobody (`ReportMode::WhenRetried`, one
                 // attempt, no slot, no observer): no report is built.
                 if self.action.attempts_started() > 1 || !self.report_unasked() {
+                    let watched = self.extras.as_ref().is_some_and(|e| e.watch.is_some());
                     if let Some(report) = self.conclude() {
-                        deliver(&mut response, report, &self.clock);
+                        deliver(&mut response, report, &self.clock, watched);
                     }
                 }
                 Ok(response)
@@ -721,9 +722,11 @@ where
 
 /// Puts an action's report in its response. A layer below that watches the
 /// body for a late status, and has no slot of the caller's to correct, gets
-/// a copy first.
-fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &Clock) {
-    if !response.extensions().is_empty() {
+/// a copy first: it asks for one only when the request told it an observer
+/// listens (`watched`: this action's [`Observed`]), so that is the only
+/// case looked for.
+fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &Clock, watched: bool) {
+    if watched {
         if let Some(late) = response.extensions_mut().remove::<LateReport>() {
             late.0.fill(report.clone(), clock.origin_if_read());
         }

@@ -136,10 +136,8 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    pub(crate) fn events(&self, events: &[Event]) {
-        for event in events {
-            self.observer.on_event(self.id, event);
-        }
+    pub(crate) fn event(&self, event: &Event) {
+        self.observer.on_event(self.id, event);
     }
 
     pub(crate) fn report(&self, report: &Report) {

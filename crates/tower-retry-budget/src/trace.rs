@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use retry_budget::{
-    trail::{Event, EventKind, WaitBasis},
+    trail::{Event, EventKind, Trail, WaitBasis},
     Action, Decision,
 };
 
@@ -38,17 +38,24 @@ pub(crate) fn step(
     watch: Option<&Watch>,
     input: impl FnOnce(&mut Action, Duration) -> Decision,
 ) -> Decision {
-    let seen = action.events().len();
+    let seen = action.trail().len();
     let decision = input(action, now);
-    told(&action.events()[seen..], watch);
+    told(action.trail(), seen, watch);
     decision
 }
 
-/// New trail events: traced, and given to the observer if there is one.
-pub(crate) fn told(events: &[Event], watch: Option<&Watch>) {
-    emit(events);
-    if let Some(watch) = watch {
-        watch.events(events);
+/// The trail's events from `from` on: traced, and given to the observer if
+/// there is one. Read with [`Trail::get`], so that a trail nobody else
+/// reads is not written out for them.
+pub(crate) fn told(trail: &Trail, from: usize, watch: Option<&Watch>) {
+    let listening = listening();
+    for event in (from..trail.len()).filter_map(|i| trail.get(i)) {
+        if listening {
+            emit(&event);
+        }
+        if let Some(watch) = watch {
+            watch.event(&event);
+        }
     }
 }
 
@@ -62,187 +69,180 @@ pub(crate) fn listening() -> bool {
     tracing::enabled!(target: "retry_budget", tracing::Level::DEBUG)
 }
 
-/// Emits one `tracing` event per trail event (target `retry_budget`).
-pub(crate) fn emit(events: &[Event]) {
-    if !listening() {
-        return;
-    }
-    for event in events {
-        let at_s = secs(event.at);
-        let remaining_budget_s = secs(event.remaining_budget);
-        match &event.kind {
-            EventKind::AttemptStarted {
-                attempt,
-                reservation_end,
-            } => tracing::debug!(
+/// Emits the `tracing` event of one trail event (target `retry_budget`).
+fn emit(event: &Event) {
+    let at_s = secs(event.at);
+    let remaining_budget_s = secs(event.remaining_budget);
+    match &event.kind {
+        EventKind::AttemptStarted {
+            attempt,
+            reservation_end,
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            reservation_end_s = secs(*reservation_end),
+            "attempt started"
+        ),
+        EventKind::Response {
+            attempt,
+            status,
+            retry_after,
+        } => {
+            tracing::debug!(
                 target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                reservation_end_s = secs(*reservation_end),
-                "attempt started"
-            ),
-            EventKind::Response {
-                attempt,
-                status,
-                retry_after,
-            } => {
-                tracing::debug!(
-                    target: "retry_budget",
-                    at_s, remaining_budget_s, attempt, status,
-                    retry_after = %retry_after,
-                    "response"
-                );
-            }
-            EventKind::WaitPlanned {
-                wait,
-                until,
-                reservation_end,
-                basis,
-            } => {
-                let (source, requested_s) = match basis {
-                    WaitBasis::Server { requested } => ("server", Some(secs(*requested))),
-                    WaitBasis::Fallback { .. } => ("fallback", None),
-                    WaitBasis::FallbackJittered { .. } => ("fallback_jittered", None),
-                    WaitBasis::HoldOff => ("hold_off", None),
-                    WaitBasis::ResetHeader { requested } => {
-                        ("reset_header", Some(secs(*requested)))
-                    }
-                    _ => ("other", None),
-                };
-                tracing::debug!(
-                    target: "retry_budget",
-                    at_s, remaining_budget_s,
-                    wait_s = secs(*wait),
-                    until_s = secs(*until),
-                    reservation_end_s = secs(*reservation_end),
-                    source, requested_s,
-                    "wait planned"
-                );
-            }
-            EventKind::Woke {
-                waited_from,
-                late_by,
-            } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s,
-                waited_from_s = secs(*waited_from),
-                late_by_s = secs(*late_by),
-                "woke"
-            ),
-            EventKind::CallerLeft { waited_from } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s,
-                waited_from_s = waited_from.map(secs),
-                "caller left"
-            ),
-            EventKind::AttemptTimedOut { attempt } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "attempt timed out"
-            ),
-            EventKind::TransportFailed { attempt } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "transport failed"
-            ),
-            EventKind::Stopped { outcome } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s,
-                outcome = outcome.as_str(),
-                "stopped"
-            ),
-            EventKind::RetryRefused { attempt } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "retry refused by the client budget"
-            ),
-            EventKind::HeldOff { until } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s,
-                until_s = secs(*until),
-                "held off"
-            ),
-            EventKind::RetryForbidden { attempt } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "retry forbidden by the server"
-            ),
-            EventKind::SharedStoreUnavailable => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s,
-                "shared hold-off store unavailable: this process's hold-offs only"
-            ),
-            EventKind::Translated { attempt, from } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                from = from.as_str(),
-                "response translated"
-            ),
-            EventKind::RetryAfterRepeated {
-                attempt,
-                values,
-                raw,
-            } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "Retry-After repeated ({values} values: {raw}): the longest valid wait counts"
-            ),
-            EventKind::LenientDate {
-                attempt,
-                raw,
-                tolerated,
-            } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "Retry-After date read leniently ({tolerated}): {raw}"
-            ),
-            EventKind::ResetHeader {
-                attempt,
-                header,
-                raw,
-                reading,
-                ..
-            } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "reset header {header}: {raw} ({reading})"
-            ),
-            EventKind::Spread { attempt, extra } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "spread: {} s added on top of the server's delay",
-                secs(*extra)
-            ),
-            EventKind::RetryAfterMs {
-                attempt,
-                raw,
-                reading,
-            } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "retry-after-ms: {raw} ({reading})"
-            ),
-            EventKind::ShouldRetry {
-                attempt,
-                header,
-                raw,
-                says,
-            } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                "{header}: {raw} ({})",
-                match says {
-                    Some(false) => "the server forbids the retry",
-                    Some(true) => "changes nothing",
-                    None => "neither true nor false: ignored",
-                }
-            ),
-            EventKind::QuotaExhausted { attempt, code } => tracing::debug!(
-                target: "retry_budget",
-                at_s, remaining_budget_s, attempt,
-                code = &**code,
-                "the quota is used up: not retried"
-            ),
-            _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
+                at_s, remaining_budget_s, attempt, status,
+                retry_after = %retry_after,
+                "response"
+            );
         }
+        EventKind::WaitPlanned {
+            wait,
+            until,
+            reservation_end,
+            basis,
+        } => {
+            let (source, requested_s) = match basis {
+                WaitBasis::Server { requested } => ("server", Some(secs(*requested))),
+                WaitBasis::Fallback { .. } => ("fallback", None),
+                WaitBasis::FallbackJittered { .. } => ("fallback_jittered", None),
+                WaitBasis::HoldOff => ("hold_off", None),
+                WaitBasis::ResetHeader { requested } => ("reset_header", Some(secs(*requested))),
+                _ => ("other", None),
+            };
+            tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                wait_s = secs(*wait),
+                until_s = secs(*until),
+                reservation_end_s = secs(*reservation_end),
+                source, requested_s,
+                "wait planned"
+            );
+        }
+        EventKind::Woke {
+            waited_from,
+            late_by,
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s,
+            waited_from_s = secs(*waited_from),
+            late_by_s = secs(*late_by),
+            "woke"
+        ),
+        EventKind::CallerLeft { waited_from } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s,
+            waited_from_s = waited_from.map(secs),
+            "caller left"
+        ),
+        EventKind::AttemptTimedOut { attempt } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "attempt timed out"
+        ),
+        EventKind::TransportFailed { attempt } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "transport failed"
+        ),
+        EventKind::Stopped { outcome } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s,
+            outcome = outcome.as_str(),
+            "stopped"
+        ),
+        EventKind::RetryRefused { attempt } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "retry refused by the client budget"
+        ),
+        EventKind::HeldOff { until } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s,
+            until_s = secs(*until),
+            "held off"
+        ),
+        EventKind::RetryForbidden { attempt } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "retry forbidden by the server"
+        ),
+        EventKind::SharedStoreUnavailable => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s,
+            "shared hold-off store unavailable: this process's hold-offs only"
+        ),
+        EventKind::Translated { attempt, from } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            from = from.as_str(),
+            "response translated"
+        ),
+        EventKind::RetryAfterRepeated {
+            attempt,
+            values,
+            raw,
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "Retry-After repeated ({values} values: {raw}): the longest valid wait counts"
+        ),
+        EventKind::LenientDate {
+            attempt,
+            raw,
+            tolerated,
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "Retry-After date read leniently ({tolerated}): {raw}"
+        ),
+        EventKind::ResetHeader {
+            attempt,
+            header,
+            raw,
+            reading,
+            ..
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "reset header {header}: {raw} ({reading})"
+        ),
+        EventKind::Spread { attempt, extra } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "spread: {} s added on top of the server's delay",
+            secs(*extra)
+        ),
+        EventKind::RetryAfterMs {
+            attempt,
+            raw,
+            reading,
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "retry-after-ms: {raw} ({reading})"
+        ),
+        EventKind::ShouldRetry {
+            attempt,
+            header,
+            raw,
+            says,
+        } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            "{header}: {raw} ({})",
+            match says {
+                Some(false) => "the server forbids the retry",
+                Some(true) => "changes nothing",
+                None => "neither true nor false: ignored",
+            }
+        ),
+        EventKind::QuotaExhausted { attempt, code } => tracing::debug!(
+            target: "retry_budget",
+            at_s, remaining_budget_s, attempt,
+            code = &**code,
+            "the quota is used up: not retried"
+        ),
+        _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
     }
 }
