@@ -64,15 +64,18 @@ pub(crate) struct Extras {
 }
 
 impl Extras {
-    /// The extras of `request`, if it has any. With an observer, the
+    /// The extras of `request`, if it has any. With an observer, a gRPC
     /// request (and so every attempt's copy of it) carries the action's
-    /// [`Observed`] for the layers below.
+    /// [`Observed`] for the layer below that reads a status from trailers
+    /// ([`GrpcTrailers`](crate::grpc::GrpcTrailers), the one reader): its
+    /// answer has the request's gRPC content type. Any other request does
+    /// not, and its copies carry one extension fewer.
     pub(crate) fn of<B>(
         request: &mut Request<B>,
         config: &Config,
         hold_off: Option<(HoldOff, String)>,
     ) -> Option<Box<Self>> {
-        let extensions = request.extensions_mut();
+        let extensions = request.extensions();
         if hold_off.is_none() && config.observer.is_none() && extensions.is_empty() {
             // Nothing to look for.
             return None;
@@ -81,15 +84,17 @@ impl Extras {
             .observer
             .as_ref()
             .map(|observer| observer.watch(extensions.get::<ActionId>().copied()));
-        if let Some(watch) = &watch {
-            extensions.insert(Observed(watch.clone()));
-        }
         let extras = Self {
             cancel: extensions.get::<CancellationToken>().cloned(),
             hold_off,
             slot: extensions.get::<ReportSlot>().cloned(),
             watch,
         };
+        if let Some(watch) = &extras.watch {
+            if crate::grpc::is_grpc(request.headers()) {
+                request.extensions_mut().insert(Observed(watch.clone()));
+            }
+        }
         let any = extras.cancel.is_some()
             || extras.hold_off.is_some()
             || extras.slot.is_some()
@@ -732,4 +737,46 @@ fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &Clock, w
         }
     }
     response.extensions_mut().insert(report);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observer::{Observer, SharedObserver};
+    use retry_budget::Policy;
+
+    struct Silent;
+    impl Observer for Silent {
+        fn on_event(&self, _: ActionId, _: &retry_budget::trail::Event) {}
+    }
+
+    fn observed_config() -> Config {
+        let mut config = Config::new(Policy::default());
+        config.observer = Some(SharedObserver::new(Silent));
+        config
+    }
+
+    #[test]
+    fn only_a_grpc_request_carries_the_observer_to_the_layers_below() {
+        let config = observed_config();
+        for (content_type, carried) in [
+            (Some("application/grpc"), true),
+            (Some("application/grpc+proto"), true),
+            (Some("application/json"), false),
+            (None, false),
+        ] {
+            let mut builder = Request::get("http://svc.test/x");
+            if let Some(value) = content_type {
+                builder = builder.header(http::header::CONTENT_TYPE, value);
+            }
+            let mut request = builder.body(()).unwrap();
+            let extras = Extras::of(&mut request, &config, None).expect("an observer");
+            assert!(extras.watch.is_some());
+            assert_eq!(
+                request.extensions().get::<Observed>().is_some(),
+                carried,
+                "{content_type:?}"
+            );
+        }
+    }
 }

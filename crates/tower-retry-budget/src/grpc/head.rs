@@ -12,7 +12,7 @@ const STATUS: HeaderName = HeaderName::from_static(GRPC_STATUS);
 /// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
 /// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
 /// trailers inside the body, where no trailers frame will come.
-fn is_grpc(headers: &HeaderMap) -> bool {
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
     let Some(value) = headers.get(CONTENT_TYPE) else {
         return false;
     };
