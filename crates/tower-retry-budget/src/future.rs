@@ -117,7 +117,8 @@ impl Extras {
 
 /// One action's runtime state besides its pinned parts.
 pub(crate) struct Ctx<S, B> {
-    /// The core's state machine, in place (its trail is on the heap).
+    /// The core's state machine, in place (a trail it must write out goes
+    /// on the heap).
     action: Action,
     clock: Clock,
     /// The clone of the inner service that sends the attempts after the
