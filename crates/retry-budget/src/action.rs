@@ -80,7 +80,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use crate::trail::{Event, EventKind, ResetRead, WaitBasis};
 use crate::trail_store::{Events, Trail};
 use crate::{
     api_signals::RetryAfterMs,
@@ -305,12 +305,11 @@ impl Action {
         self.server_asked_until = None;
         self.phase = Phase::InFlight { started: now };
         let reservation_end = now.saturating_add(self.policy.attempt_cap());
-        self.push(
+        self.events.attempt_started(
             now,
-            EventKind::AttemptStarted {
-                attempt: self.attempts_started,
-                reservation_end,
-            },
+            self.policy.total_budget(),
+            self.attempts_started,
+            reservation_end,
         );
         self.decision()
     }
@@ -378,13 +377,12 @@ impl Action {
         }
         self.last_status = Some(status);
         let retried = self.policy.retries(status);
-        self.push(
+        self.events.response(
             now,
-            EventKind::Response {
-                attempt: self.attempts_started,
-                status,
-                retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
-            },
+            self.policy.total_budget(),
+            (self.attempts_started, status),
+            retry_after,
+            calendar,
         );
 
         // What the server asked, read for a retried status (and a 429, for
@@ -937,7 +935,8 @@ impl Action {
 
     fn stop(&mut self, now: Duration, outcome: Outcome) -> Decision {
         self.phase = Phase::Stopped { outcome, at: now };
-        self.push(now, EventKind::Stopped { outcome });
+        self.events
+            .stopped(now, self.policy.total_budget(), outcome);
         Decision::Stop(outcome)
     }
 

@@ -14,8 +14,9 @@ use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use crate::retry_after::RetryAfter;
 use crate::trail::{Event, EventKind, RetryAfterSeen};
 use crate::Outcome;
 
@@ -51,41 +52,64 @@ fn nanos(d: Duration) -> Option<u64> {
 impl FirstAnswer {
     /// Takes `kind` at `at` as the next of the three events, if it is.
     fn take(&mut self, at: Duration, budget: Duration, kind: &EventKind) -> bool {
-        let (Some(at), Some(budget)) = (nanos(at), nanos(budget)) else {
+        match kind {
+            EventKind::AttemptStarted {
+                attempt: 1,
+                reservation_end,
+            } => self.start(at, budget, *reservation_end),
+            EventKind::Response {
+                attempt: 1,
+                status,
+                retry_after: RetryAfterSeen::Missing,
+            } => self.answer(at, budget, *status),
+            EventKind::Stopped { outcome } => self.stop(at, budget, *outcome),
+            _ => false,
+        }
+    }
+
+    /// The first attempt started at `at`, if nothing came before.
+    fn start(&mut self, at: Duration, budget: Duration, reservation_end: Duration) -> bool {
+        let (0, Some(at), Some(budget), Some(end)) =
+            (self.count, nanos(at), nanos(budget), nanos(reservation_end))
+        else {
             return false;
         };
-        match (self.count, kind) {
-            (
-                0,
-                EventKind::AttemptStarted {
-                    attempt: 1,
-                    reservation_end,
-                },
-            ) => {
-                let Some(end) = nanos(*reservation_end) else {
-                    return false;
-                };
-                self.started = at;
-                self.reservation_end = end;
-                self.budget = budget;
-            }
-            (
-                1,
-                EventKind::Response {
-                    attempt: 1,
-                    status,
-                    retry_after: RetryAfterSeen::Missing,
-                },
-            ) if budget == self.budget => {
-                self.status = *status;
-                self.answered = at;
-            }
-            (2, EventKind::Stopped { outcome }) if at == self.answered && budget == self.budget => {
-                self.outcome = Some(*outcome);
-            }
-            _ => return false,
+        *self = Self {
+            count: 1,
+            started: at,
+            reservation_end: end,
+            budget,
+            ..*self
+        };
+        true
+    }
+
+    /// Its response, `status` with no `Retry-After`, at `at`, if it
+    /// follows the start directly.
+    fn answer(&mut self, at: Duration, budget: Duration, status: u16) -> bool {
+        let (1, Some(at), Some(budget)) = (self.count, nanos(at), nanos(budget)) else {
+            return false;
+        };
+        if budget != self.budget {
+            return false;
         }
-        self.count += 1;
+        self.status = status;
+        self.answered = at;
+        self.count = 2;
+        true
+    }
+
+    /// The stop at `at` with `outcome`, if it follows that response at
+    /// the same time.
+    fn stop(&mut self, at: Duration, budget: Duration, outcome: Outcome) -> bool {
+        let (2, Some(at), Some(budget)) = (self.count, nanos(at), nanos(budget)) else {
+            return false;
+        };
+        if at != self.answered || budget != self.budget {
+            return false;
+        }
+        self.outcome = Some(outcome);
+        self.count = 3;
         true
     }
 
@@ -267,6 +291,72 @@ impl Trail {
             at,
             remaining_budget: budget.saturating_sub(at),
             kind,
+        });
+    }
+
+    /// Appends the start of attempt `attempt` at `at`, its reservation
+    /// ending at `reservation_end`: [`record`](Self::record) with no event
+    /// built while the trail is a first answer's.
+    pub(crate) fn attempt_started(
+        &mut self,
+        at: Duration,
+        budget: Duration,
+        attempt: u32,
+        reservation_end: Duration,
+    ) {
+        if attempt == 1
+            && self.written.get().is_none()
+            && self.first.start(at, budget, reservation_end)
+        {
+            return;
+        }
+        self.push(Event {
+            at,
+            remaining_budget: budget.saturating_sub(at),
+            kind: EventKind::AttemptStarted {
+                attempt,
+                reservation_end,
+            },
+        });
+    }
+
+    /// Appends the response of attempt `attempt` at `at` (`Retry-After` as
+    /// seen at receipt, given the calendar reading): likewise.
+    pub(crate) fn response(
+        &mut self,
+        at: Duration,
+        budget: Duration,
+        (attempt, status): (u32, u16),
+        retry_after: &RetryAfter,
+        calendar: Option<SystemTime>,
+    ) {
+        if attempt == 1
+            && matches!(retry_after, RetryAfter::Missing)
+            && self.written.get().is_none()
+            && self.first.answer(at, budget, status)
+        {
+            return;
+        }
+        self.push(Event {
+            at,
+            remaining_budget: budget.saturating_sub(at),
+            kind: EventKind::Response {
+                attempt,
+                status,
+                retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
+            },
+        });
+    }
+
+    /// Appends the stop at `at` with `outcome`: likewise.
+    pub(crate) fn stopped(&mut self, at: Duration, budget: Duration, outcome: Outcome) {
+        if self.written.get().is_none() && self.first.stop(at, budget, outcome) {
+            return;
+        }
+        self.push(Event {
+            at,
+            remaining_budget: budget.saturating_sub(at),
+            kind: EventKind::Stopped { outcome },
         });
     }
 
