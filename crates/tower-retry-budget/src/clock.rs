@@ -25,13 +25,17 @@ use tokio::time::Instant;
 
 /// Where an action's elapsed zero lies on tokio's clock, read lazily.
 ///
-/// An action's elapsed zero is the first reading of the clock it needs: in
-/// [`call`](tower::Service::call) only when a hold-off must be compared with
-/// now, otherwise at the first poll of its response future (a tower future
-/// does nothing before it is polled). After that, each poll reads the clock
-/// at most once, when a step first needs the time, and every step of that
-/// poll happens at that reading. So a request that answers at its first poll
-/// reads the clock once.
+/// An action's elapsed zero is the first moment it needs an instant on
+/// tokio's clock: in [`call`](tower::Service::call) only when a hold-off
+/// must be compared with now, otherwise when its response future first arms
+/// a timer or hands an origin to a report slot. Until then every step
+/// happens at elapsed zero: a future that is polled again has armed a timer
+/// before returning `Pending` (so its origin was read in its first poll,
+/// whose steps all happen at zero anyway). After that, each poll reads the
+/// clock at most once, when a step first needs the time, and every step of
+/// that poll happens at that reading. So a request that answers at its
+/// first poll never reads the clock, and one that waits reads it once per
+/// poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Clock {
     origin: Option<Instant>,
@@ -71,29 +75,30 @@ impl Clock {
         if let Some(reading) = self.reading {
             return reading;
         }
-        let reading = match self.origin {
-            None => {
-                self.origin = Some(Instant::now());
-                Duration::ZERO
-            }
-            Some(origin) => Instant::now().saturating_duration_since(origin),
-        };
+        // Not read yet: still elapsed zero (see the type's doc).
+        let reading = self.origin.map_or(Duration::ZERO, |origin| {
+            Instant::now().saturating_duration_since(origin)
+        });
         self.reading = Some(reading);
         reading
     }
 
-    /// Elapsed time now, read afresh.
+    /// Elapsed time now, read afresh (the origin read at the first call,
+    /// for a caller that arms no timer of its own before its next step).
     pub(crate) fn elapsed(&mut self) -> Duration {
+        self.origin();
         self.new_poll();
         self.now()
     }
 
-    /// The origin, if the clock was read at all.
-    pub(crate) const fn origin_if_read(&self) -> Option<Instant> {
+    /// The instant of elapsed zero, if it was read.
+    #[cfg(test)]
+    const fn origin_read(&self) -> Option<Instant> {
         self.origin
     }
 
-    fn origin(&mut self) -> Instant {
+    /// The instant of elapsed zero, read now if it was not yet.
+    pub(crate) fn origin(&mut self) -> Instant {
         match self.origin {
             Some(origin) => origin,
             None => *self.origin.insert(Instant::now()),
@@ -161,12 +166,18 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn read_once_per_poll_and_zero_until_first_read() {
+    async fn zero_until_an_instant_is_needed_then_read_once_per_poll() {
         let mut clock = Clock::unread();
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert_eq!(clock.now(), Duration::ZERO, "before any reading");
+        assert_eq!(clock.now(), Duration::ZERO, "before any poll");
         clock.new_poll();
-        assert_eq!(clock.now(), Duration::ZERO, "the first reading is zero");
+        assert_eq!(clock.now(), Duration::ZERO, "no instant needed yet");
+        assert_eq!(clock.origin_read(), None, "nothing read");
+        // A timer is armed: the origin is read, now.
+        let deadline = clock.at(Duration::from_secs(4)).unwrap();
+        let origin = Instant::now();
+        assert_eq!(clock.origin_read(), Some(origin));
+        assert_eq!(deadline, origin + Duration::from_secs(4));
         tokio::time::advance(Duration::from_secs(3)).await;
         assert_eq!(
             clock.now(),
@@ -175,6 +186,14 @@ mod tests {
         );
         clock.new_poll();
         assert_eq!(clock.now(), Duration::from_secs(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn elapsed_reads_the_origin_at_its_first_call() {
+        let mut clock = Clock::unread();
+        assert_eq!(clock.elapsed(), Duration::ZERO);
+        tokio::time::advance(Duration::from_secs(5)).await;
+        assert_eq!(clock.elapsed(), Duration::from_secs(5));
     }
 
     #[tokio::test(start_paused = true)]

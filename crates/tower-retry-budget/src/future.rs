@@ -302,7 +302,7 @@ impl<S, B> Ctx<S, B> {
                 if self.action.attempts_started() > 1 || !self.report_unasked() {
                     let watched = self.extras.as_ref().is_some_and(|e| e.watch.is_some());
                     if let Some(report) = self.conclude() {
-                        deliver(&mut response, report, &self.clock, watched);
+                        deliver(&mut response, report, &mut self.clock, watched);
                     }
                 }
                 Ok(response)
@@ -336,7 +336,7 @@ impl<S, B> Ctx<S, B> {
         );
         if let (Some(report), Some(extras)) = (&report, &self.extras) {
             if let Some(slot) = &extras.slot {
-                slot.fill(report.clone(), self.clock.origin_if_read());
+                slot.fill(report.clone(), Some(self.clock.origin()));
             }
             if let Some(watch) = &extras.watch {
                 watch.report(report);
@@ -731,10 +731,10 @@ where
 /// a copy first: it asks for one only when the request told it an observer
 /// listens (`watched`: this action's [`Observed`]), so that is the only
 /// case looked for.
-fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &Clock, watched: bool) {
+fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &mut Clock, watched: bool) {
     if watched {
         if let Some(late) = response.extensions_mut().remove::<LateReport>() {
-            late.0.fill(report.clone(), clock.origin_if_read());
+            late.0.fill(report.clone(), Some(clock.origin()));
         }
     }
     response.extensions_mut().insert(report);

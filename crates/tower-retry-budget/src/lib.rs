@@ -73,12 +73,14 @@
 //!
 //! A request that is not retryable passes straight through: no copy, no
 //! timer, no report. A retryable one is copied once, as `tower::retry`
-//! copies it (not at all under a policy of one attempt), keeps an
-//! [`Action`](retry_budget::Action) in its future (its trail in one
-//! allocation), and reads the clock once when it
-//! starts and once per poll that tells the core something. Its per-attempt
-//! timer is created only if the attempt is still pending when first
-//! polled. The report the caller gets by default is most of what remains;
+//! copies it (not at all under a policy of one attempt), and keeps an
+//! [`Action`](retry_budget::Action) in its future, whose trail allocates
+//! only once it holds more than a first answer (or is read event by
+//! event). It reads the clock only once it needs an instant (to arm a
+//! timer, or for a hold-off), then once per poll that tells the core
+//! something: one that answers at its first poll reads it not at all. Its
+//! per-attempt timer is created only if the attempt is still pending when
+//! first polled. The report the caller gets by default is most of what remains;
 //! [`ReportMode::WhenRetried`] leaves it out of responses that needed no
 //! retry. With a `tracing` subscriber at INFO (the layer's events are all
 //! at DEBUG) the cost is one `enabled!` check per action. The figures,
