@@ -4,6 +4,7 @@
 //! naming the flag (exit status 2), never a panic or a proxy that starts
 //! and then refuses every request.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -161,8 +162,19 @@ impl Upstream {
     /// URI, which a valid incoming path and a valid prefix cannot produce;
     /// the caller answers 400.
     pub fn uri_for(&self, path: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
+        let given = path;
         let (path, query) = path.map_or(("/", None), |p| (p.path(), p.query()));
         let path = normalize(path).map_err(TargetError::Path)?;
+        if let (true, Cow::Borrowed(_), Some(given)) = (self.prefix.is_empty(), &path, given) {
+            // No prefix and nothing removed: the target as received (a
+            // clone of its shared bytes, not a new parse).
+            return Uri::builder()
+                .scheme(self.scheme.clone())
+                .authority(self.authority.clone())
+                .path_and_query(given.clone())
+                .build()
+                .map_err(TargetError::Uri);
+        }
         let mut joined = String::with_capacity(
             self.prefix.len() + path.len() + query.map_or(0, |q| q.len() + 1),
         );
@@ -562,6 +574,36 @@ mod tests {
                 .unwrap();
             assert_eq!(uri, sent);
         }
+    }
+
+    #[test]
+    fn without_a_prefix_a_plain_target_is_sent_as_received_and_dots_are_still_removed() {
+        let config = config(&["--upstream", "http://up.test:8080"]).unwrap();
+        assert_eq!(config.upstream.prefix, "");
+        for (given, sent) in [
+            (
+                "/items?a=1&b=/../c",
+                "http://up.test:8080/items?a=1&b=/../c",
+            ),
+            ("/a//b/", "http://up.test:8080/a//b/"),
+            ("/a%2Fb", "http://up.test:8080/a%2Fb"),
+            ("/../admin", "http://up.test:8080/admin"),
+            ("/a/%2e%2e/b?q", "http://up.test:8080/b?q"),
+        ] {
+            let uri = config
+                .upstream
+                .uri_for(Some(&PathAndQuery::from_maybe_shared(given).unwrap()))
+                .unwrap();
+            assert_eq!(uri, sent, "{given}");
+        }
+        assert_eq!(
+            config.upstream.uri_for(None).unwrap(),
+            "http://up.test:8080/"
+        );
+        assert!(config
+            .upstream
+            .uri_for(Some(&PathAndQuery::from_static("/..%2fadmin")))
+            .is_err());
     }
 
     #[test]

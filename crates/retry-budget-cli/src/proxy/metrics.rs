@@ -114,6 +114,10 @@ fn inc_series(cache: &[OnceLock<Counter>], index: usize, make: impl FnOnce() -> 
     };
 }
 
+/// The hasher of the maps keyed by action id: `FxHash` (the ids are the
+/// process's own counters, never a client's input).
+type IdHash = rustc_hash::FxBuildHasher;
+
 /// The shards of the running actions' map.
 const SHARDS: usize = 16;
 
@@ -144,7 +148,7 @@ struct Inner {
     /// By action id, in [`SHARDS`] maps: an action's id picks its shard,
     /// so the workers (whose ids differ modulo their number) seldom take
     /// the same lock.
-    running: [Mutex<HashMap<u64, Running>>; SHARDS],
+    running: [Mutex<HashMap<u64, Running, IdHash>>; SHARDS],
     /// The shared hold-off, whose store's health each scrape reads.
     hold_off: OnceLock<HoldOff>,
     store_available: Family<StoreLabels, Gauge>,
@@ -162,7 +166,7 @@ struct Inner {
     body_series: [OnceLock<Counter>; 4],
     /// Actions whose caller's request body broke: counted as the caller's
     /// fault, not the upstream's.
-    caller_faults: Mutex<std::collections::HashSet<u64>>,
+    caller_faults: Mutex<std::collections::HashSet<u64, IdHash>>,
     /// Whether `caller_faults` may hold any id.
     any_caller_faults: std::sync::atomic::AtomicBool,
 }

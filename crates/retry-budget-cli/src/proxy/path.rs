@@ -13,6 +13,8 @@
 //! Hand-written: `http` and hyper keep a path as received, and
 //! tower-http's `NormalizePath` only trims slashes.
 
+use std::borrow::Cow;
+
 /// Why a path cannot be sent upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathError {
@@ -62,6 +64,10 @@ fn replace_ignore_case(text: &str, from: &str, to: &str) -> String {
 /// Whether a segment, with `%2e`, `%2f` and `%5c` decoded, holds a `.` or
 /// `..` between slashes or backslashes.
 fn hides_dots(segment: &str) -> bool {
+    // Nothing encoded and no backslash: nothing hidden (most segments).
+    if !segment.contains(['%', '\\']) {
+        return false;
+    }
     let lower = segment.to_ascii_lowercase();
     if !(lower.contains("%2f") || lower.contains("%5c") || lower.contains('\\')) {
         return false;
@@ -82,10 +88,25 @@ fn hides_dots(segment: &str) -> bool {
 /// # Errors
 ///
 /// See [`PathError`].
-pub fn normalize(path: &str) -> Result<String, PathError> {
+pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     let Some(rest) = path.strip_prefix('/') else {
         return Err(PathError::NotAbsolute);
     };
+    // No dot-segment: the path is its own normal form (most paths), given
+    // back as it is.
+    let mut has_dots = false;
+    for segment in rest.split('/') {
+        if dots(segment).is_some() {
+            has_dots = true;
+            break;
+        }
+        if hides_dots(segment) {
+            return Err(PathError::HiddenDotSegment);
+        }
+    }
+    if !has_dots {
+        return Ok(Cow::Borrowed(path));
+    }
     let mut kept: Vec<&str> = Vec::new();
     // A path that ends in a dot-segment ends in a slash (`/a/b/..` is `/a/`).
     let mut trailing_slash = false;
@@ -113,7 +134,7 @@ pub fn normalize(path: &str) -> Result<String, PathError> {
     if out.is_empty() || trailing_slash {
         out.push('/');
     }
-    Ok(out)
+    Ok(Cow::Owned(out))
 }
 
 #[cfg(test)]
@@ -162,6 +183,11 @@ mod tests {
                 "{given}"
             );
         }
+        assert!(matches!(
+            normalize("/a/b%2Fc/"),
+            Ok(Cow::Borrowed("/a/b%2Fc/"))
+        ));
+        assert!(matches!(normalize("/a/../b"), Ok(Cow::Owned(_))));
         assert_eq!(normalize("*"), Err(PathError::NotAbsolute));
         assert_eq!(normalize("a/b"), Err(PathError::NotAbsolute));
     }
