@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -74,6 +75,10 @@ pub struct HoldOff {
 
 struct Inner {
     map: Mutex<Map>,
+    /// The map's length as its lock was last released: when zero, a lookup
+    /// answers at once, with no lock, clock reading or hashing (the usual
+    /// case, no service having asked for a wait).
+    entries: AtomicUsize,
     capacity: usize,
     max_hold: Duration,
     /// Where holds are shared with other processes, if anywhere.
@@ -101,6 +106,7 @@ impl HoldOff {
         Self {
             inner: Arc::new(Inner {
                 map: Mutex::new(Map::new(config.capacity)),
+                entries: AtomicUsize::new(0),
                 capacity: config.capacity,
                 max_hold: config.max_hold,
                 #[cfg(feature = "redis")]
@@ -123,6 +129,7 @@ impl HoldOff {
                 let publisher = super::redis::start(store, sink, runtime);
                 Inner {
                     map: Mutex::new(Map::new(config.capacity)),
+                    entries: AtomicUsize::new(0),
                     capacity: config.capacity,
                     max_hold: config.max_hold,
                     shared: Some(Box::new(publisher)),
@@ -134,9 +141,12 @@ impl HoldOff {
     /// The instant until which `authority` is held off, if that is still
     /// ahead.
     pub fn until(&self, authority: &str) -> Option<Instant> {
+        if self.inner.entries.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         let key = lowercase(authority);
         let now = Instant::now();
-        self.lock().until(now, &key)
+        self.locked(|map| map.until(now, &key))
     }
 
     /// Records that `authority` asked the client to wait until `until`,
@@ -150,7 +160,7 @@ impl HoldOff {
         let key = lowercase(authority);
         let now = Instant::now();
         let until = self.clamp(now, until);
-        let held = self.lock().hold(now, &key, until);
+        let held = self.locked(|map| map.hold(now, &key, until));
         #[cfg(feature = "redis")]
         if let (Held::Lengthened, Some(shared)) = (held, &self.inner.shared) {
             shared.publish(&key, until.saturating_duration_since(now));
@@ -201,6 +211,15 @@ impl HoldOff {
         }
     }
 
+    /// Runs `f` on the map under its lock, and records the length it
+    /// leaves.
+    fn locked<R>(&self, f: impl FnOnce(&mut Map) -> R) -> R {
+        let mut map = self.lock();
+        let result = f(&mut map);
+        self.inner.entries.store(map.len(), Ordering::Release);
+        result
+    }
+
     fn lock(&self) -> MutexGuard<'_, Map> {
         // The map is left whole by every method (no panic between its two
         // structures' updates), so a poisoned lock is still a good map.
@@ -227,7 +246,7 @@ impl Sink {
         let now = Instant::now();
         let hold = hold.min(map.inner.max_hold);
         if let Some(until) = crate::clock::instant_at(now, hold) {
-            map.lock().hold(now, &lowercase(authority), until);
+            map.locked(|map| map.hold(now, &lowercase(authority), until));
         }
         Some(())
     }
@@ -238,7 +257,7 @@ impl Sink {
         let inner = self.0.upgrade()?;
         let map = HoldOff { inner };
         let now = Instant::now();
-        let live = map.lock().live(now);
+        let live = map.locked(|map| map.live(now));
         Some(
             live.into_iter()
                 .map(|(key, until)| (key, until.saturating_duration_since(now)))
@@ -281,6 +300,27 @@ mod tests {
 
     fn secs(s: u64) -> Duration {
         Duration::from_secs(s)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_empty_map_answers_without_its_lock_and_a_hold_is_seen_until_it_ends() {
+        let map = HoldOff::new(4).unwrap();
+        let entries = |map: &HoldOff| map.inner.entries.load(Ordering::Acquire);
+        assert_eq!((map.until("a.test:80"), entries(&map)), (None, 0));
+        let until = Instant::now() + secs(3);
+        map.hold("A.test:80", until);
+        assert_eq!(entries(&map), 1);
+        assert_eq!(map.until("a.test:80"), Some(until));
+        assert_eq!(
+            map.clone().until("A.TEST:80"),
+            Some(until),
+            "a clone shares it"
+        );
+        tokio::time::advance(secs(3)).await;
+        // Ended: the lookup purges it and the count falls back to zero.
+        assert_eq!(map.until("a.test:80"), None);
+        assert_eq!(entries(&map), 0);
+        assert_eq!(map.until("a.test:80"), None);
     }
 
     #[tokio::test(start_paused = true)]
