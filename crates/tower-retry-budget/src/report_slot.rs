@@ -79,8 +79,9 @@ impl ReportSlot {
         };
     }
 
-    /// The instant the report's elapsed times count from, if the action
-    /// read the clock at all.
+    /// The instant the report's elapsed times count from, as the layer
+    /// gave it with the report (it reads its clock's origin to fill a
+    /// slot); `None` before the slot is filled.
     pub(crate) fn origin(&self) -> Option<Instant> {
         self.lock().origin
     }

@@ -82,8 +82,8 @@ impl Watch {
             return;
         };
         // On the action's own clock: elapsed since the origin the retry
-        // layer gave with the report (without one, the action never read
-        // the clock, and its stop is the latest time known).
+        // layer gave with the report (without one, its stop is the latest
+        // time known).
         let origin = self.slot.origin();
         let at = origin.map_or(report.elapsed, crate::clock::elapsed_since);
         let from = format!(
