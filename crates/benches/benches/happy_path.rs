@@ -28,7 +28,7 @@ use std::time::{Instant, SystemTime};
 
 use criterion::{BatchSize, Criterion};
 use http::{Request, Response};
-use retry_budget_benches::interleave::{per_round_medians, Spread};
+use retry_budget_benches::interleave::{per_round_medians, Pass};
 use retry_budget_benches::{self as fixtures, copy, drive, RATIOS};
 use tower::Service;
 
@@ -299,37 +299,25 @@ fn interleaved_pass(variants: &mut [(&'static str, Make, Box<dyn Variant>)]) {
         }
         start.elapsed().as_nanos() as f64 / BATCH as f64
     });
-    let index = |name: &str| {
-        variants
-            .iter()
-            .position(|(n, _, _)| *n == name)
-            .expect("a known variant")
+    let names: Vec<&str> = variants.iter().map(|(n, _, _)| *n).collect();
+    let pass = Pass {
+        names: &names,
+        times: &times,
     };
-    println!(
-        "\ninterleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} calls per variant, \
-         alternating batch by batch; per round, each variant's median batch"
+    pass.print_variants(
+        &format!(
+            "interleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} calls per variant, \
+             alternating batch by batch; per round, each variant's median batch"
+        ),
+        "ns per call",
     );
-    println!(
-        "  {:<38} {:>8} {:>8} {:>8}",
-        "variant (ns per call)", "median", "min", "max"
-    );
-    for (i, (name, _, _)) in variants.iter().enumerate() {
-        let t = Spread::of(times[i].clone());
-        println!(
-            "  {name:<38} {:>8.1} {:>8.1} {:>8.1}",
-            t.median, t.min, t.max
-        );
-    }
-    println!("\nratios, per round (median [p10 .. p90] over {ROUNDS} rounds):");
+    println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
     for ratio in RATIOS {
-        let (num, den) = (ratio.numerator, ratio.denominator);
-        let r = Spread::of_ratio(&times, index(num), index(den));
-        let goal = ratio
-            .goal
-            .map_or_else(|| "no goal".to_owned(), |g| format!("goal <= {g:.2}"));
-        println!(
-            "  {num} / {den} = {:.3} [{:.3} .. {:.3}]  {goal} ({})",
-            r.median, r.p10, r.p90, ratio.meaning
+        pass.print_ratio(
+            ratio.numerator,
+            ratio.denominator,
+            ratio.goal,
+            ratio.meaning,
         );
     }
 }

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use criterion::Criterion;
 use reqwest_middleware::ClientWithMiddleware;
-use retry_budget_benches::interleave::{per_round_medians, Spread};
+use retry_budget_benches::interleave::{per_round_medians, Pass};
 use retry_budget_benches::reqwest_variants;
 use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
@@ -86,35 +86,27 @@ fn interleaved_pass(
         });
         start.elapsed().as_nanos() as f64 / BATCH as f64 / 1000.0
     });
-    println!(
-        "\ninterleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} GETs per variant, \
-         alternating batch by batch; per round, each variant's median batch"
+    let names: Vec<&str> = variants.iter().map(|(n, _)| *n).collect();
+    let pass = Pass {
+        names: &names,
+        times: &times,
+    };
+    pass.print_variants(
+        &format!(
+            "interleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} GETs per variant, \
+             alternating batch by batch; per round, each variant's median batch"
+        ),
+        "us/GET",
     );
-    println!(
-        "  {:<16} {:>8} {:>8} {:>8}",
-        "variant (us/GET)", "median", "min", "max"
-    );
-    for (i, (name, _)) in variants.iter().enumerate() {
-        let t = Spread::of(times[i].clone());
-        println!(
-            "  {name:<16} {:>8.2} {:>8.2} {:>8.2}",
-            t.median, t.min, t.max
-        );
-    }
     println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
-    for (num, den, goal) in [
-        ("retry_budget", "reqwest_retry", Some(1.05)),
-        ("reqwest_retry", "bare", None),
-        ("retry_budget", "bare", None),
-    ] {
-        let index = |name: &str| variants.iter().position(|(n, _)| *n == name).unwrap_or(0);
-        let r = Spread::of_ratio(&times, index(num), index(den));
-        let goal = goal.map_or_else(|| "no goal".to_owned(), |g: f64| format!("goal <= {g:.2}"));
-        println!(
-            "  {num} / {den} = {:.3} [{:.3} .. {:.3}] ({:.3} .. {:.3})  {goal}",
-            r.median, r.p10, r.p90, r.min, r.max
-        );
-    }
+    pass.print_ratio(
+        "retry_budget",
+        "reqwest_retry",
+        Some(1.05),
+        "the layer against reqwest-retry",
+    );
+    pass.print_ratio("reqwest_retry", "bare", None, "reqwest-retry's own cost");
+    pass.print_ratio("retry_budget", "bare", None, "the layer's own cost");
 }
 
 fn main() {

@@ -91,6 +91,74 @@ impl Spread {
     }
 }
 
+/// The per-round times of an interleaved pass, by variant name, and the
+/// report both wall-time benches print of it.
+pub struct Pass<'a> {
+    /// The variants' names, in the order of `times`.
+    pub names: &'a [&'a str],
+    /// Per variant, its median batch of each round ([`per_round_medians`]).
+    pub times: &'a [Vec<f64>],
+}
+
+impl Pass<'_> {
+    /// The position of the variant `name`; a name that is not one of them
+    /// is a mistake in the bench, not a zero.
+    ///
+    /// # Panics
+    ///
+    /// If `name` is not a variant's.
+    pub fn index(&self, name: &str) -> usize {
+        self.names
+            .iter()
+            .position(|n| *n == name)
+            .unwrap_or_else(|| panic!("{name} is not a variant of this pass"))
+    }
+
+    /// Prints how the pass ran (`header`) and each variant's median, min
+    /// and max over the rounds, in `unit`.
+    pub fn print_variants(&self, header: &str, unit: &str) {
+        println!("\n{header}");
+        let width = self
+            .names
+            .iter()
+            .map(|n| n.len())
+            .max()
+            .unwrap_or(0)
+            .max(unit.len() + 10);
+        println!(
+            "  {:<width$} {:>8} {:>8} {:>8}",
+            format!("variant ({unit})"),
+            "median",
+            "min",
+            "max"
+        );
+        for (name, times) in self.names.iter().zip(self.times) {
+            let t = Spread::of(times.clone());
+            println!(
+                "  {name:<width$} {:>8.2} {:>8.2} {:>8.2}",
+                t.median, t.min, t.max
+            );
+        }
+    }
+
+    /// Prints the per-round ratio `numerator / denominator`: median
+    /// [p10 .. p90] (min .. max), its goal if any, and what it means.
+    pub fn print_ratio(
+        &self,
+        numerator: &str,
+        denominator: &str,
+        goal: Option<f64>,
+        meaning: &str,
+    ) {
+        let r = Spread::of_ratio(self.times, self.index(numerator), self.index(denominator));
+        let goal = goal.map_or_else(|| "no goal".to_owned(), |g| format!("goal <= {g:.2}"));
+        println!(
+            "  {numerator} / {denominator} = {:.3} [{:.3} .. {:.3}] ({:.3} .. {:.3})  {goal} ({meaning})",
+            r.median, r.p10, r.p90, r.min, r.max
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,6 +181,18 @@ mod tests {
         assert_eq!(times, vec![vec![1.0; 4], vec![2.0; 4], vec![3.0; 4]]);
         let ratio = Spread::of_ratio(&times, 2, 0);
         assert_eq!((ratio.median, ratio.min, ratio.max), (3.0, 3.0, 3.0));
+    }
+
+    #[test]
+    #[should_panic(expected = "nope is not a variant")]
+    fn an_unknown_variant_name_is_refused() {
+        let times = vec![vec![1.0], vec![2.0]];
+        let pass = Pass {
+            names: &["a", "b"],
+            times: &times,
+        };
+        assert_eq!((pass.index("a"), pass.index("b")), (0, 1));
+        pass.index("nope");
     }
 
     #[test]

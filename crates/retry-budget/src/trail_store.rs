@@ -50,23 +50,6 @@ fn nanos(d: Duration) -> Option<u64> {
 }
 
 impl FirstAnswer {
-    /// Takes `kind` at `at` as the next of the three events, if it is.
-    fn take(&mut self, at: Duration, budget: Duration, kind: &EventKind) -> bool {
-        match kind {
-            EventKind::AttemptStarted {
-                attempt: 1,
-                reservation_end,
-            } => self.start(at, budget, *reservation_end),
-            EventKind::Response {
-                attempt: 1,
-                status,
-                retry_after: RetryAfterSeen::Missing,
-            } => self.answer(at, budget, *status),
-            EventKind::Stopped { outcome } => self.stop(at, budget, *outcome),
-            _ => false,
-        }
-    }
-
     /// The first attempt started at `at`, if nothing came before.
     fn start(&mut self, at: Duration, budget: Duration, reservation_end: Duration) -> bool {
         let (0, Some(at), Some(budget), Some(end)) =
@@ -280,13 +263,11 @@ impl Trail {
         &mut self.written
     }
 
-    /// Appends the event `kind` at `at` under a total budget of `budget`:
-    /// kept as numbers if it is the next event of a first answer, written
-    /// otherwise.
+    /// Appends the event `kind` at `at` under a total budget of `budget`,
+    /// written out (the three events a first answer may keep as numbers
+    /// come through [`attempt_started`](Self::attempt_started),
+    /// [`response`](Self::response) and [`stopped`](Self::stopped)).
     pub(crate) fn record(&mut self, at: Duration, budget: Duration, kind: EventKind) {
-        if self.written.get().is_none() && self.first.take(at, budget, &kind) {
-            return;
-        }
         self.push(Event {
             at,
             remaining_budget: budget.saturating_sub(at),
@@ -295,8 +276,8 @@ impl Trail {
     }
 
     /// Appends the start of attempt `attempt` at `at`, its reservation
-    /// ending at `reservation_end`: [`record`](Self::record) with no event
-    /// built while the trail is a first answer's.
+    /// ending at `reservation_end`: kept as numbers if it starts a first
+    /// answer, written otherwise.
     pub(crate) fn attempt_started(
         &mut self,
         at: Duration,
@@ -492,12 +473,38 @@ mod tests {
         (at, kind)
     }
 
+    /// Records `kind` at `at` the way the `Action` does: the three events
+    /// of a first answer through their own methods, any other with
+    /// `record`.
+    fn tell(trail: &mut Trail, at: Duration, kind: EventKind) {
+        match kind {
+            EventKind::AttemptStarted {
+                attempt,
+                reservation_end,
+            } => trail.attempt_started(at, BUDGET, attempt, reservation_end),
+            EventKind::Response {
+                attempt,
+                status,
+                retry_after,
+            } => {
+                let header = match retry_after {
+                    RetryAfterSeen::Missing => RetryAfter::Missing,
+                    RetryAfterSeen::Seconds { value } => RetryAfter::Seconds(value),
+                    other => panic!("not used by these tests: {other:?}"),
+                };
+                trail.response(at, BUDGET, (attempt, status), &header, None);
+            }
+            EventKind::Stopped { outcome } => trail.stopped(at, BUDGET, outcome),
+            kind => trail.record(at, BUDGET, kind),
+        }
+    }
+
     /// The trail recorded event by event, and the events it must read as.
     fn both(steps: &[(Duration, EventKind)]) -> (Trail, Vec<Event>) {
         let mut trail = Trail::new();
         let mut expected = Vec::new();
         for (at, kind) in steps.iter().cloned() {
-            trail.record(at, BUDGET, kind.clone());
+            tell(&mut trail, at, kind.clone());
             expected.push(Event {
                 at,
                 remaining_budget: BUDGET.saturating_sub(at),
@@ -561,12 +568,12 @@ mod tests {
     fn events_after_a_read_are_kept_in_order() {
         let mut trail = Trail::new();
         let (at, kind) = started(ms(0));
-        trail.record(at, BUDGET, kind);
+        tell(&mut trail, at, kind);
         assert_eq!(trail.len(), 1); // read: written out
         let (at, kind) = answered(ms(10), 200);
-        trail.record(at, BUDGET, kind);
+        tell(&mut trail, at, kind);
         let (at, kind) = stopped(ms(10));
-        trail.record(at, BUDGET, kind);
+        tell(&mut trail, at, kind);
         let (_, expected) = both(&[started(ms(0)), answered(ms(10), 200), stopped(ms(10))]);
         assert_eq!(trail, expected);
     }

@@ -161,33 +161,31 @@ impl Upstream {
     /// The path is refused (see [`PathError`]), or the joined text is not a
     /// URI, which a valid incoming path and a valid prefix cannot produce;
     /// the caller answers 400.
-    pub fn uri_for(&self, path: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
-        let given = path;
-        let (path, query) = path.map_or(("/", None), |p| (p.path(), p.query()));
+    pub fn uri_for(&self, target: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
+        let (path, query) = target.map_or(("/", None), |p| (p.path(), p.query()));
         let path = normalize(path).map_err(TargetError::Path)?;
-        if let (true, Cow::Borrowed(_), Some(given)) = (self.prefix.is_empty(), &path, given) {
+        let path_and_query = match (target, &path) {
             // No prefix and nothing removed: the target as received (a
             // clone of its shared bytes, not a new parse).
-            return Uri::builder()
-                .scheme(self.scheme.clone())
-                .authority(self.authority.clone())
-                .path_and_query(given.clone())
-                .build()
-                .map_err(TargetError::Uri);
-        }
-        let mut joined = String::with_capacity(
-            self.prefix.len() + path.len() + query.map_or(0, |q| q.len() + 1),
-        );
-        joined.push_str(&self.prefix);
-        joined.push_str(&path);
-        if let Some(query) = query {
-            joined.push('?');
-            joined.push_str(query);
-        }
+            (Some(target), Cow::Borrowed(_)) if self.prefix.is_empty() => target.clone(),
+            _ => {
+                let mut joined = String::with_capacity(
+                    self.prefix.len() + path.len() + query.map_or(0, |q| q.len() + 1),
+                );
+                joined.push_str(&self.prefix);
+                joined.push_str(&path);
+                if let Some(query) = query {
+                    joined.push('?');
+                    joined.push_str(query);
+                }
+                PathAndQuery::try_from(joined)
+                    .map_err(|e| TargetError::Uri(http::Error::from(e)))?
+            }
+        };
         Uri::builder()
             .scheme(self.scheme.clone())
             .authority(self.authority.clone())
-            .path_and_query(joined)
+            .path_and_query(path_and_query)
             .build()
             .map_err(TargetError::Uri)
     }
