@@ -24,7 +24,7 @@ const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection")
 
 /// What [`strip`] removes in both directions, besides the fields
 /// `Connection` names.
-const HOP: [HeaderName; 5] = [
+static HOP: [HeaderName; 5] = [
     CONNECTION,
     KEEP_ALIVE,
     PROXY_CONNECTION,
@@ -51,27 +51,45 @@ pub fn strip_response(headers: &mut HeaderMap) {
 }
 
 /// Removes [`HOP`], `extra` and the fields `Connection` names. One pass
-/// over the names present finds what to remove (most messages have none
-/// of these, or only `Connection: keep-alive`), rather than a hashed
-/// removal per name.
+/// over the names present marks which of the listed names to remove (most
+/// messages have none of them, or only `Connection: keep-alive`, which
+/// names a listed field); a field `Connection` names that is not listed is
+/// removed by its name as written, with no `HeaderName` built for it.
 fn strip(headers: &mut HeaderMap, extra: &[HeaderName]) {
-    let mut doomed: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| HOP.contains(name) || extra.contains(name))
-        .cloned()
-        .collect();
-    if doomed.contains(&CONNECTION) {
-        // The fields named by Connection, read while it is still there.
-        let named = headers
+    debug_assert!(HOP.len() + extra.len() <= 32, "one bit per listed name");
+    let listed = || HOP.iter().chain(extra);
+    let mut present = 0u32;
+    for name in headers.keys() {
+        if let Some(index) = listed().position(|listed| listed == name) {
+            present |= 1 << index;
+        }
+    }
+    if present == 0 {
+        return;
+    }
+    // `HOP[0]` is `Connection`: the fields it names, read while it is
+    // still there. A name that is listed is already marked if present.
+    let mut named: Vec<String> = Vec::new();
+    if present & 1 != 0 {
+        let tokens = headers
             .get_all(CONNECTION)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok());
-        doomed.extend(named);
+            .map(str::trim)
+            .filter(|token| {
+                !token.is_empty() && !listed().any(|l| l.as_str().eq_ignore_ascii_case(token))
+            });
+        named.extend(tokens.map(str::to_owned));
     }
-    for name in doomed {
-        headers.remove(name);
+    for (index, name) in listed().enumerate() {
+        if present & (1 << index) != 0 {
+            headers.remove(name);
+        }
+    }
+    for name in named {
+        // Not a valid field name: nothing by that name can be present.
+        headers.remove(name.as_str());
     }
 }
 

@@ -80,12 +80,12 @@ impl<'a> ActionLine<'a> {
     /// Appends the line, without its newline, to `line`.
     fn render_to(&self, format: LogFormat, line: &mut String) {
         use std::fmt::Write as _;
-        let time = humantime::format_rfc3339_millis(SystemTime::now());
-        let elapsed_s = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+        let now = SystemTime::now();
         match format {
             LogFormat::Json => {
+                let elapsed_s = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
                 let mut json = serde_json::json!({
-                    "time": time.to_string(),
+                    "time": humantime::format_rfc3339_millis(now).to_string(),
                     "method": self.method.as_str(),
                     "url": logged_uri(self.url).to_string(),
                     "outcome": self.outcome,
@@ -104,23 +104,29 @@ impl<'a> ActionLine<'a> {
                 let _ = write!(line, "{json}");
             }
             LogFormat::Text => {
-                // Written in place: no string per field (a `String`'s
+                // Written in place, with `fmt` only for the URL: no string
+                // per field, and numbers through `itoa` (a `String`'s
                 // `fmt::Write` cannot fail).
-                let _ = write!(
-                    line,
-                    "{time} {} {} outcome={} attempts={} elapsed={elapsed_s}s",
-                    self.method,
-                    logged_uri(self.url),
-                    self.outcome,
-                    self.attempts,
-                );
+                push_time(line, now);
+                line.push(' ');
+                line.push_str(self.method.as_str());
+                line.push(' ');
+                let _ = write!(line, "{}", logged_uri(self.url));
+                line.push_str(" outcome=");
+                line.push_str(self.outcome);
+                line.push_str(" attempts=");
+                line.push_str(itoa::Buffer::new().format(self.attempts));
+                line.push_str(" elapsed=");
+                push_seconds(line, self.elapsed);
+                line.push('s');
                 if let Some(body) = self.body {
                     line.push_str(" body=");
                     line.push_str(body.as_str());
                 }
                 match self.last_status {
                     Some(status) => {
-                        let _ = write!(line, " last_status={status}");
+                        line.push_str(" last_status=");
+                        line.push_str(itoa::Buffer::new().format(status));
                     }
                     None => line.push_str(" last_status=none"),
                 }
@@ -154,12 +160,81 @@ impl<'a> ActionLine<'a> {
     }
 }
 
+/// Appends `now` as RFC 3339 in UTC with milliseconds, as
+/// `humantime::format_rfc3339_millis` writes it. `humantime` writes the
+/// date and time of day once per second per thread; the milliseconds are
+/// added here (caching a second's text is not something `humantime` does).
+fn push_time(line: &mut String, now: SystemTime) {
+    let since_epoch = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let second = since_epoch.as_secs();
+    SECOND.with(|cached| {
+        let mut cached = cached.borrow_mut();
+        if cached.0 != Some(second) {
+            // "YYYY-MM-DDTHH:MM:SSZ": the text up to the seconds is kept.
+            // A clock before 1970 is written as 1970 (`humantime` would
+            // panic on it).
+            let whole = SystemTime::UNIX_EPOCH
+                .checked_add(Duration::from_secs(second))
+                .unwrap_or(SystemTime::UNIX_EPOCH);
+            let mut text = humantime::format_rfc3339_seconds(whole).to_string();
+            text.pop();
+            *cached = (Some(second), text);
+        }
+        line.push_str(&cached.1);
+    });
+    let millis = since_epoch.subsec_millis();
+    line.push('.');
+    push_padded(line, millis);
+    line.push('Z');
+}
+
+/// Appends `n` (under 1000) with three digits.
+fn push_padded(line: &mut String, n: u32) {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
+    for _ in digits.len()..3 {
+        line.push('0');
+    }
+    line.push_str(digits);
+}
+
+/// Appends `elapsed` in seconds rounded to the millisecond, written as the
+/// shortest decimal (`0.001`, `1.2`, `3`), as `f64`'s `Display` writes it.
+fn push_seconds(line: &mut String, elapsed: Duration) {
+    let millis = elapsed
+        .as_millis()
+        .saturating_add(u128::from(elapsed.subsec_nanos() % 1_000_000 >= 500_000));
+    line.push_str(itoa::Buffer::new().format(millis / 1000));
+    let fraction = u32::try_from(millis % 1000).unwrap_or(0);
+    if fraction != 0 {
+        let digits = [fraction / 100, fraction / 10 % 10, fraction % 10];
+        let shown = if digits[2] != 0 {
+            3
+        } else if digits[1] != 0 {
+            2
+        } else {
+            1
+        };
+        line.push('.');
+        line.extend(
+            digits[..shown]
+                .iter()
+                .filter_map(|d| char::from_digit(*d, 10)),
+        );
+    }
+}
+
 /// A thread's buffer is written once it holds this many bytes.
 pub const FLUSH_AT: usize = 16 * 1024;
 
 thread_local! {
     /// This thread's lines not yet written, if it buffers them.
     static BUFFER: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// The whole second last written by [`push_time`], and its text up to
+    /// the seconds.
+    static SECOND: RefCell<(Option<u64>, String)> = const { RefCell::new((None, String::new())) };
 }
 
 /// From now on this thread's lines are buffered until
@@ -232,5 +307,47 @@ mod tests {
             .ends_with(" elapsed=1.234s body=timed_out last_status=200"));
         let json: serde_json::Value = serde_json::from_str(&cut.render(LogFormat::Json)).unwrap();
         assert_eq!(json["body"], "timed_out");
+    }
+
+    #[test]
+    fn seconds_are_written_as_f64_writes_them() {
+        for nanos in [
+            0u64,
+            499_999,
+            500_000,
+            1_000_000,
+            10_000_000,
+            100_000_000,
+            999_499_999,
+            999_500_000,
+            1_000_000_000,
+            1_200_000_000,
+            1_234_567_890,
+            61_010_000_000,
+            86_400_000_000_000,
+        ] {
+            let elapsed = Duration::from_nanos(nanos);
+            let mut line = String::new();
+            push_seconds(&mut line, elapsed);
+            let expected = (elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+            assert_eq!(line, expected.to_string(), "{nanos} ns");
+        }
+    }
+
+    #[test]
+    fn times_are_written_as_humantime_writes_them() {
+        let base = SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_227_200);
+        for offset_ms in [
+            0u64, 1, 999, 1_000, 1_001, 59_999, 60_000, 3_600_007, 86_399_999,
+        ] {
+            let at = base + Duration::from_millis(offset_ms) + Duration::from_nanos(123_456);
+            let mut line = String::new();
+            push_time(&mut line, at);
+            assert_eq!(line, humantime::format_rfc3339_millis(at).to_string());
+        }
+        // Before 1970: the epoch's date, no panic.
+        let mut line = String::new();
+        push_time(&mut line, SystemTime::UNIX_EPOCH - Duration::from_secs(5));
+        assert!(line.starts_with("1970-01-01T00:00:00."), "{line}");
     }
 }

@@ -218,9 +218,13 @@ impl Stack {
 /// cancelled, and gets a report; a write that must not be repeated is given
 /// a one-attempt policy by the caller of [`Stack::service`] instead. Placed
 /// below the replay layer, which has already chosen how much of the body to
-/// keep (nothing for a write not marked idempotent by the caller).
+/// keep (nothing for a write not marked idempotent by the caller). A safe
+/// method is budgeted without the mark, so it gets none (one extension
+/// fewer in the request and in each of its copies).
 fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
-    request.extensions_mut().insert(Idempotent);
+    if !request.method().is_safe() {
+        request.extensions_mut().insert(Idempotent);
+    }
     request
 }
 
