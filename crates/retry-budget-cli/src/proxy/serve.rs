@@ -310,7 +310,9 @@ impl Worker {
                         let requests = activity.clone();
                         let service = service_fn(move |request| {
                             let in_flight = requests.begin();
-                            let handled = forward::handle(proxy.clone(), request);
+                            // Boxed once: hyper moves the future it is
+                            // given, and this one is large.
+                            let handled = Box::pin(forward::handle(proxy.clone(), request));
                             async move {
                                 let response = handled.await?;
                                 Ok::<_, std::convert::Infallible>(
