@@ -259,12 +259,14 @@ impl<S, B> Ctx<S, B> {
             None
         };
         // A body that went over its replay limit cannot be sent again in
-        // full: the core decides what that means for this response.
-        let replayable = self.template.as_ref().is_none_or(|t| {
-            t.extensions()
-                .get::<ReplayHandle>()
-                .is_none_or(ReplayHandle::is_replayable)
-        });
+        // full: the core decides what that means for a status its policy
+        // retries (for any other it never reads it, so it is not looked up).
+        let replayable = !self.action.policy().retries(status)
+            || self.template.as_ref().is_none_or(|t| {
+                t.extensions()
+                    .get::<ReplayHandle>()
+                    .is_none_or(ReplayHandle::is_replayable)
+            });
         let mut answer = Answer::new(status, &retry_after)
             .calendar(calendar)
             .forbidden(forbidden)

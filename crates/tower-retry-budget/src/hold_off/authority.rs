@@ -27,7 +27,6 @@ pub(crate) fn authority_of<B>(request: &Request<B>) -> Option<String> {
 }
 
 fn key(scheme: &Scheme, authority: &Authority) -> String {
-    use std::fmt::Write as _;
     let scheme = scheme.as_str();
     let host = authority.host();
     let port = authority.port_u16().or_else(|| {
@@ -46,8 +45,8 @@ fn key(scheme: &Scheme, authority: &Authority) -> String {
     key.push_str(host);
     key.make_ascii_lowercase();
     if let Some(port) = port {
-        // Writing to a `String` cannot fail.
-        let _ = write!(key, ":{port}");
+        key.push(':');
+        key.push_str(itoa::Buffer::new().format(port));
     }
     key
 }
