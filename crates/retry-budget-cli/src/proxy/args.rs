@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use http::uri::{Authority, PathAndQuery, Scheme};
-use http::Uri;
+use http::{HeaderValue, Uri};
 use retry_budget::{ratio::Ratio, Policy};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
@@ -149,6 +149,9 @@ pub struct Upstream {
     pub authority: Authority,
     /// The path prefix without its trailing `/` (empty for none).
     pub prefix: String,
+    /// The `Host` field every forwarded request carries: the authority,
+    /// made once.
+    pub host: HeaderValue,
 }
 
 impl Upstream {
@@ -410,10 +413,14 @@ fn parse_upstream(text: &str) -> Result<Upstream, String> {
     if uri.query().is_some() {
         return Err("the URL has a query: give only scheme, host, port and a path prefix".into());
     }
+    // An authority `http` parsed is a valid field value.
+    let host = HeaderValue::from_str(authority.as_str())
+        .map_err(|_| "the URL's host cannot be sent as a Host field")?;
     Ok(Upstream {
         scheme,
         authority: authority.clone(),
         prefix: uri.path().trim_end_matches('/').to_owned(),
+        host,
     })
 }
 

@@ -351,10 +351,13 @@ pub async fn handle(
             let metrics = proxy.metrics.clone();
             let idle = proxy.config.body_idle_timeout;
             let preset = proxy.config.preset.is_some();
+            // The report read above is the slot's for good: the action
+            // ended with this response's head, and no layer of this stack
+            // corrects a report from the body afterwards.
             relay(response, idle, preset, move |ending| {
                 metrics.body_ended(ending.as_str());
-                if let Some(report) = pending.slot.get() {
-                    pending.log(&report, Some(ending));
+                if let Some(report) = &report {
+                    pending.log(report, Some(ending));
                 }
             })
         }
@@ -442,9 +445,7 @@ fn prepare(parts: &mut Parts, uri: Uri, config: &Config, body: &Incoming) {
             .headers
             .insert(TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
     }
-    if let Ok(host) = HeaderValue::from_str(config.upstream.authority.as_str()) {
-        parts.headers.insert(HOST, host);
-    }
+    parts.headers.insert(HOST, config.upstream.host.clone());
     parts.uri = uri;
     parts.version = if config.upstream_http2 {
         Version::HTTP_2
@@ -461,16 +462,20 @@ fn relay(
     preset: bool,
     on_end: impl FnOnce(Ending) + Send + 'static,
 ) -> Response<ProxyBody> {
-    let report = response.extensions().get::<Report>().cloned();
+    let told = response.extensions().get::<Report>().map(|report| {
+        // Read only with a preset (it may read the trail).
+        let no_retry = preset && no_retry_on_top(report);
+        (report.outcome, report.attempts_started, no_retry)
+    });
     let (mut parts, body) = response.into_parts();
     hop::strip_response(&mut parts.headers);
     // The version is this hop's: hyper writes its own.
     parts.version = Version::default();
     let body = RelayBody::new(body, idle, on_end);
     let mut response = Response::from_parts(parts, Either::Left(body));
-    if let Some(report) = &report {
-        tell(&mut response, report.outcome, report.attempts_started);
-        if preset && no_retry_on_top(report) {
+    if let Some((outcome, attempts, no_retry)) = told {
+        tell(&mut response, outcome, attempts);
+        if no_retry {
             response
                 .headers_mut()
                 .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
