@@ -160,6 +160,20 @@ for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED; do
     }
 done
 
+# The processes of each target, in the order of `names` below, and their
+# CPU time (user and system, clock ticks, threads and worker processes
+# included) read from /proc: what a request costs the target itself,
+# whatever else the machine runs.
+procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[4]}" "${pids[2]}")
+hz=$(getconf CLK_TCK)
+cpu_ticks() {
+    local all=("$1") kids
+    mapfile -t kids < <(pgrep -P "$1" || true)
+    all+=("${kids[@]}")
+    for p in "${all[@]}"; do awk '{print $14, $15}' "/proc/$p/stat" 2>/dev/null || true; done |
+        awk '{u += $1; s += $2} END {print u + 0, s + 0}'
+}
+
 names=("nginx directly" "nginx proxy_pass" "HAProxy" "retry-budget proxy" "nginx proxy_pass, access log")
 ports=($UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED)
 declare -A best added_sum
@@ -167,17 +181,23 @@ declare -A best added_sum
 echo "load before: $(uptime)"
 echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo
-echo "| round | target | requests/s | p50 | p99 | load (1 min) |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| round | target | requests/s | p50 | p99 | CPU per request, user + system (us) | load (1 min) |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 for round in $(seq "$ROUNDS"); do
     for i in "${!names[@]}"; do
         load=$(cut -d' ' -f1 /proc/loadavg)
+        before=$(cpu_ticks "${procs[$i]}")
         out=$(wrk -t2 -c64 -d"$DURATION" --latency "http://127.0.0.1:${ports[$i]}/")
+        after=$(cpu_ticks "${procs[$i]}")
+        requests=$(awk '/requests in/ {print $1}' <<<"$out")
+        cpu=$(awk -v b="$before" -v a="$after" -v n="$requests" -v hz="$hz" 'BEGIN {
+            split(b, x, " "); split(a, y, " "); k = 1e6 / hz / n
+            printf "%.1f + %.1f", (y[1] - x[1]) * k, (y[2] - x[2]) * k }')
         rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
         p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
         p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
         non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-        echo "| $round | ${names[$i]} | $rps${non2xx:+ ($non2xx non-2xx)} | $p50 | $p99 | $load |"
+        echo "| $round | ${names[$i]} | $rps${non2xx:+ ($non2xx non-2xx)} | $p50 | $p99 | $cpu | $load |"
         prev=${best[$i]:-0}
         if awk -v a="$rps" -v b="$prev" 'BEGIN { exit !(a > b) }'; then best[$i]=$rps; fi
     done
