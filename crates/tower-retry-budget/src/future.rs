@@ -129,9 +129,11 @@ pub(crate) struct Ctx<S, B> {
     template: Option<Request<B>>,
     config: Arc<Config>,
     extras: Option<Box<Extras>>,
-    /// Whether anyone hears the trail as it grows (a `tracing` subscriber
-    /// that wants the layer's DEBUG events, or the layer's observer), read
-    /// once per action: if not, a step does not look at the events it
+    /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
+    /// once, when the action starts.
+    traced: bool,
+    /// Whether anyone hears the trail as it grows (that subscriber, or the
+    /// layer's observer): if not, a step does not look at the events it
     /// added.
     listening: bool,
     /// Whether the client shares state with this action (a client budget
@@ -148,8 +150,8 @@ type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
 
 impl<S, B> Ctx<S, B> {
     pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
-        let listening =
-            crate::trace::listening() || extras.as_ref().is_some_and(|e| e.watch.is_some());
+        let traced = crate::trace::listening();
+        let listening = traced || extras.as_ref().is_some_and(|e| e.watch.is_some());
         let shared =
             config.budget.is_some() || extras.as_ref().is_some_and(|e| e.hold_off.is_some());
         Self {
@@ -159,6 +161,7 @@ impl<S, B> Ctx<S, B> {
             template: None,
             config,
             extras,
+            traced,
             listening,
             shared,
         }
@@ -179,8 +182,11 @@ impl<S, B> Ctx<S, B> {
             // Nobody hears the trail and nothing is shared: the core alone.
             return input(action, now);
         }
-        let watch = self.extras.as_ref().and_then(|e| e.watch.as_ref());
-        let mut decision = crate::trace::step(action, now, watch, input);
+        let heard = (
+            self.traced,
+            self.extras.as_ref().and_then(|e| e.watch.as_ref()),
+        );
+        let mut decision = crate::trace::step(action, now, heard, input);
         if !self.shared {
             return decision;
         }
@@ -193,7 +199,7 @@ impl<S, B> Ctx<S, B> {
                 budget.0.deposit();
             }
             if effects.withdraw && !budget.0.withdraw() {
-                decision = crate::trace::step(action, now, watch, Action::retry_refused);
+                decision = crate::trace::step(action, now, heard, Action::retry_refused);
             }
         }
         if let (Some(until), Some((map, key))) = (

@@ -86,12 +86,15 @@ struct Run {
     action: Action,
     clock: Clock,
     waiting: bool,
+    /// Whether a subscriber wants the trail's events (read once, at the
+    /// start).
+    traced: bool,
 }
 
 impl Run {
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.clock.elapsed();
-        crate::trace::step(&mut self.action, now, None, input)
+        crate::trace::step(&mut self.action, now, (self.traced, None), input)
     }
 }
 
@@ -188,6 +191,7 @@ where
                     action: Action::new(self.policy.clone()),
                     clock: Clock::start(),
                     waiting: false,
+                    traced: crate::trace::listening(),
                 };
                 run.step(|action, now| action.attempt_started(now));
                 self.run = Some(run);

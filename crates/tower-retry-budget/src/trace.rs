@@ -30,27 +30,27 @@ fn secs(d: std::time::Duration) -> f64 {
 }
 
 /// Feeds one input to `action` at elapsed `now`, traces the events it
-/// added and hands them to the observer, if any: the only way the adapter
-/// talks to the core.
+/// added if `traced` (the action's [`listening`], read when it started)
+/// and hands them to the observer, if any: the only way the adapter talks
+/// to the core.
 pub(crate) fn step(
     action: &mut Action,
     now: Duration,
-    watch: Option<&Watch>,
+    (traced, watch): (bool, Option<&Watch>),
     input: impl FnOnce(&mut Action, Duration) -> Decision,
 ) -> Decision {
     let seen = action.trail().len();
     let decision = input(action, now);
-    told(action.trail(), seen, watch);
+    told(action.trail(), seen, (traced, watch));
     decision
 }
 
 /// The trail's events from `from` on: traced, and given to the observer if
 /// there is one. Read with [`Trail::get`], so that a trail nobody else
 /// reads is not written out for them.
-pub(crate) fn told(trail: &Trail, from: usize, watch: Option<&Watch>) {
-    let listening = listening();
+pub(crate) fn told(trail: &Trail, from: usize, (traced, watch): (bool, Option<&Watch>)) {
     for event in (from..trail.len()).filter_map(|i| trail.get(i)) {
-        if listening {
+        if traced {
             emit(&event);
         }
         if let Some(watch) = watch {

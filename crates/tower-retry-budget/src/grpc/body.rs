@@ -93,7 +93,8 @@ impl Watch {
         let seen = report.events.len();
         // The core decides what the late status changes.
         if report.status_after_data(at, signal.status(), from) {
-            crate::trace::told(&report.events, seen, self.observer.as_ref());
+            let traced = crate::trace::listening();
+            crate::trace::told(&report.events, seen, (traced, self.observer.as_ref()));
             if let Some(observer) = &self.observer {
                 observer.report(&report);
             }
