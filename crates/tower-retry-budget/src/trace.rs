@@ -45,8 +45,8 @@ pub(crate) fn step(
     decision
 }
 
-/// The trail's events from `from` on: traced, and given to the observer if
-/// there is one. Read with [`Trail::get`], so that a trail nobody else
+/// The trail's events from `from` on: traced if `traced` (the action's
+/// [`listening`]), and given to the observer if there is one. Read with [`Trail::get`], so that a trail nobody else
 /// reads is not written out for them.
 pub(crate) fn told(trail: &Trail, from: usize, (traced, watch): (bool, Option<&Watch>)) {
     for event in (from..trail.len()).filter_map(|i| trail.get(i)) {
