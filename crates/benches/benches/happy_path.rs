@@ -303,15 +303,11 @@ fn interleaved_pass(variants: &mut [(&'static str, Make, Box<dyn Variant>)]) {
     let pass = Pass {
         names: &names,
         times: &times,
+        samples: SAMPLES,
+        batch: BATCH,
     };
-    pass.print_variants(
-        &format!(
-            "interleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} calls per variant, \
-             alternating batch by batch; per round, each variant's median batch"
-        ),
-        "ns per call",
-    );
-    println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
+    pass.print_variants("calls", "ns per call");
+    pass.print_ratios_heading();
     for ratio in RATIOS {
         pass.print_ratio(
             ratio.numerator,

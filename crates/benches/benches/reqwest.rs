@@ -90,15 +90,11 @@ fn interleaved_pass(
     let pass = Pass {
         names: &names,
         times: &times,
+        samples: SAMPLES,
+        batch: BATCH,
     };
-    pass.print_variants(
-        &format!(
-            "interleaved: {ROUNDS} rounds x {SAMPLES} batches of {BATCH} GETs per variant, \
-             alternating batch by batch; per round, each variant's median batch"
-        ),
-        "us/GET",
-    );
-    println!("\nratios, per round (median [p10 .. p90] (min .. max) over {ROUNDS} rounds):");
+    pass.print_variants("GETs", "us/GET");
+    pass.print_ratios_heading();
     pass.print_ratio(
         "retry_budget",
         "reqwest_retry",

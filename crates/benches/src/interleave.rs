@@ -98,6 +98,10 @@ pub struct Pass<'a> {
     pub names: &'a [&'a str],
     /// Per variant, its median batch of each round ([`per_round_medians`]).
     pub times: &'a [Vec<f64>],
+    /// Batches per variant and round.
+    pub samples: usize,
+    /// Calls per batch.
+    pub batch: usize,
 }
 
 impl Pass<'_> {
@@ -114,10 +118,21 @@ impl Pass<'_> {
             .unwrap_or_else(|| panic!("{name} is not a variant of this pass"))
     }
 
-    /// Prints how the pass ran (`header`) and each variant's median, min
-    /// and max over the rounds, in `unit`.
-    pub fn print_variants(&self, header: &str, unit: &str) {
-        println!("\n{header}");
+    /// Rounds in the pass.
+    fn rounds(&self) -> usize {
+        self.times.first().map_or(0, Vec::len)
+    }
+
+    /// Prints how the pass ran (its batches of `calls`) and each variant's
+    /// median, min and max over the rounds, in `unit`.
+    pub fn print_variants(&self, calls: &str, unit: &str) {
+        println!(
+            "\ninterleaved: {} rounds x {} batches of {} {calls} per variant, \
+             alternating batch by batch; per round, each variant's median batch",
+            self.rounds(),
+            self.samples,
+            self.batch
+        );
         let width = self
             .names
             .iter()
@@ -139,6 +154,14 @@ impl Pass<'_> {
                 t.median, t.min, t.max
             );
         }
+    }
+
+    /// Prints the heading of the ratios that follow.
+    pub fn print_ratios_heading(&self) {
+        println!(
+            "\nratios, per round (median [p10 .. p90] (min .. max) over {} rounds):",
+            self.rounds()
+        );
     }
 
     /// Prints the per-round ratio `numerator / denominator`: median
@@ -190,6 +213,8 @@ mod tests {
         let pass = Pass {
             names: &["a", "b"],
             times: &times,
+            samples: 1,
+            batch: 1,
         };
         assert_eq!((pass.index("a"), pass.index("b")), (0, 1));
         pass.index("nope");

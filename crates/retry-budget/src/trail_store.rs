@@ -291,14 +291,14 @@ impl Trail {
         {
             return;
         }
-        self.push(Event {
+        self.record(
             at,
-            remaining_budget: budget.saturating_sub(at),
-            kind: EventKind::AttemptStarted {
+            budget,
+            EventKind::AttemptStarted {
                 attempt,
                 reservation_end,
             },
-        });
+        );
     }
 
     /// Appends the response of attempt `attempt` at `at` (`Retry-After` as
@@ -318,15 +318,15 @@ impl Trail {
         {
             return;
         }
-        self.push(Event {
+        self.record(
             at,
-            remaining_budget: budget.saturating_sub(at),
-            kind: EventKind::Response {
+            budget,
+            EventKind::Response {
                 attempt,
                 status,
                 retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
             },
-        });
+        );
     }
 
     /// Appends the stop at `at` with `outcome`: likewise.
@@ -334,11 +334,7 @@ impl Trail {
         if self.written.get().is_none() && self.first.stop(at, budget, outcome) {
             return;
         }
-        self.push(Event {
-            at,
-            remaining_budget: budget.saturating_sub(at),
-            kind: EventKind::Stopped { outcome },
-        });
+        self.record(at, budget, EventKind::Stopped { outcome });
     }
 
     /// Appends an event (written out).

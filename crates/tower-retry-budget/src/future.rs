@@ -182,11 +182,8 @@ impl<S, B> Ctx<S, B> {
             // Nobody hears the trail and nothing is shared: the core alone.
             return input(action, now);
         }
-        let heard = (
-            self.traced,
-            self.extras.as_ref().and_then(|e| e.watch.as_ref()),
-        );
-        let mut decision = crate::trace::step(action, now, heard, input);
+        let watch = self.extras.as_ref().and_then(|e| e.watch.as_ref());
+        let mut decision = crate::trace::step(action, now, self.traced, watch, input);
         if !self.shared {
             return decision;
         }
@@ -199,7 +196,8 @@ impl<S, B> Ctx<S, B> {
                 budget.0.deposit();
             }
             if effects.withdraw && !budget.0.withdraw() {
-                decision = crate::trace::step(action, now, heard, Action::retry_refused);
+                decision =
+                    crate::trace::step(action, now, self.traced, watch, Action::retry_refused);
             }
         }
         if let (Some(until), Some((map, key))) = (
@@ -265,14 +263,12 @@ impl<S, B> Ctx<S, B> {
             None
         };
         // A body that went over its replay limit cannot be sent again in
-        // full: the core decides what that means for a status its policy
-        // retries (for any other it never reads it, so it is not looked up).
-        let replayable = !self.action.policy().retries(status)
-            || self.template.as_ref().is_none_or(|t| {
-                t.extensions()
-                    .get::<ReplayHandle>()
-                    .is_none_or(ReplayHandle::is_replayable)
-            });
+        // full: the core decides what that means for this response.
+        let replayable = self.template.as_ref().is_none_or(|t| {
+            t.extensions()
+                .get::<ReplayHandle>()
+                .is_none_or(ReplayHandle::is_replayable)
+        });
         let mut answer = Answer::new(status, &retry_after)
             .calendar(calendar)
             .forbidden(forbidden)

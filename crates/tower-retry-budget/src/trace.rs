@@ -36,19 +36,21 @@ fn secs(d: std::time::Duration) -> f64 {
 pub(crate) fn step(
     action: &mut Action,
     now: Duration,
-    (traced, watch): (bool, Option<&Watch>),
+    traced: bool,
+    watch: Option<&Watch>,
     input: impl FnOnce(&mut Action, Duration) -> Decision,
 ) -> Decision {
     let seen = action.trail().len();
     let decision = input(action, now);
-    told(action.trail(), seen, (traced, watch));
+    told(action.trail(), seen, traced, watch);
     decision
 }
 
 /// The trail's events from `from` on: traced if `traced` (the action's
-/// [`listening`]), and given to the observer if there is one. Read with [`Trail::get`], so that a trail nobody else
-/// reads is not written out for them.
-pub(crate) fn told(trail: &Trail, from: usize, (traced, watch): (bool, Option<&Watch>)) {
+/// [`listening`]), and given to the observer if there is one. Read with
+/// [`Trail::get`], so that a trail nobody else reads is not written out
+/// for them.
+pub(crate) fn told(trail: &Trail, from: usize, traced: bool, watch: Option<&Watch>) {
     for event in (from..trail.len()).filter_map(|i| trail.get(i)) {
         if traced {
             emit(&event);

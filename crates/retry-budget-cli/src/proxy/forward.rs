@@ -553,17 +553,8 @@ fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
 
 /// [`tell`] with the proxy's own outcome name.
 fn tell_str<B>(response: &mut Response<B>, outcome: &'static str, attempts: u32) {
-    // The counts nearly every action has need no allocation.
-    const SMALL: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
-    let count = usize::try_from(attempts)
-        .ok()
-        .and_then(|n| SMALL.get(n))
-        .map_or_else(
-            || HeaderValue::from(attempts),
-            |n| HeaderValue::from_static(n),
-        );
     let headers = response.headers_mut();
-    headers.insert(ATTEMPTS, count);
+    headers.insert(ATTEMPTS, HeaderValue::from(attempts));
     headers.insert(OUTCOME, HeaderValue::from_static(outcome));
 }
 

@@ -42,6 +42,7 @@ use tower_retry_budget::{
     budget::ClientBudget,
     calendar::UntrustedCalendar,
     hold_off::HoldOff,
+    may_retry,
     quota::{Quota, QuotaLayer},
     replay::{ReplayBody, ReplayBodyLayer},
     signal::ResetSignal,
@@ -218,11 +219,11 @@ impl Stack {
 /// cancelled, and gets a report; a write that must not be repeated is given
 /// a one-attempt policy by the caller of [`Stack::service`] instead. Placed
 /// below the replay layer, which has already chosen how much of the body to
-/// keep (nothing for a write not marked idempotent by the caller). A safe
-/// method is budgeted without the mark, so it gets none (one extension
-/// fewer in the request and in each of its copies).
+/// keep (nothing for a write not marked idempotent by the caller). A
+/// request the layer budgets already ([`may_retry`]) gets no mark (one
+/// extension fewer in it and in each of its copies).
 fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
-    if !request.method().is_safe() {
+    if !may_retry(&request) {
         request.extensions_mut().insert(Idempotent);
     }
     request
