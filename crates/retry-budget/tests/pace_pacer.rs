@@ -48,7 +48,13 @@ fn ats(pacer: &mut Pacer, now: Duration, n: usize) -> Vec<Duration> {
 #[test]
 fn nothing_known_starts_at_once() {
     let mut p = pacer(exact());
-    assert_eq!(p.admit(ms(7)), Admission { at: ms(7), reason: None });
+    assert_eq!(
+        p.admit(ms(7)),
+        Admission {
+            at: ms(7),
+            reason: None
+        }
+    );
 }
 
 #[test]
@@ -61,8 +67,24 @@ fn nothing_left_waits_for_the_reset() {
     assert_eq!(admission.wait(ms(60)), ms(1990));
     let why = admission.reason.unwrap();
     assert_eq!(
-        (why.limit.as_str(), why.kind, why.announced, why.left, why.resets_at, why.rule, why.clamped),
-        ("default", LimitKind::Requests, 0, 0, ms(2050), PaceRule::Exhausted, false)
+        (
+            why.limit.as_str(),
+            why.kind,
+            why.announced,
+            why.left,
+            why.resets_at,
+            why.rule,
+            why.clamped
+        ),
+        (
+            "default",
+            LimitKind::Requests,
+            0,
+            0,
+            ms(2050),
+            PaceRule::Exhausted,
+            false
+        )
     );
 }
 
@@ -80,10 +102,16 @@ fn the_spread_after_a_reset_is_seeded_and_bounded() {
     let first = run(1);
     assert_eq!(first, run(1), "same seed, same instants");
     assert_ne!(first, run(2));
-    assert!(first.iter().all(|at| (ms(1000)..=ms(1100)).contains(at)), "{first:?}");
+    assert!(
+        first.iter().all(|at| (ms(1000)..=ms(1100)).contains(at)),
+        "{first:?}"
+    );
     let mut distinct = first.clone();
     distinct.dedup();
-    assert!(distinct.len() > 1, "the waiting actions do not return together");
+    assert!(
+        distinct.len() > 1,
+        "the waiting actions do not return together"
+    );
 }
 
 #[test]
@@ -92,7 +120,10 @@ fn what_is_left_is_placed_evenly_until_the_reset() {
     p.admit(ms(0));
     // 4 left, resetting at 2050: 0 + k * 2050 / 5.
     p.observe(ms(0), ms(50), &[requests(4, ms(2000))]);
-    assert_eq!(ats(&mut p, ms(50), 5), vec![ms(410), ms(820), ms(1230), ms(1640), ms(2050)]);
+    assert_eq!(
+        ats(&mut p, ms(50), 5),
+        vec![ms(410), ms(820), ms(1230), ms(1640), ms(2050)]
+    );
     let spread = p.admit(ms(50));
     assert_eq!(spread.reason.unwrap().rule, PaceRule::Exhausted);
 }
@@ -103,12 +134,21 @@ fn an_even_start_already_due_goes_at_once() {
     p.admit(ms(0));
     p.observe(ms(0), ms(1500), &[requests(4, ms(2000))]);
     // 0 + 3500 / 5 = 700, already past at 1500.
-    assert_eq!(p.admit(ms(1500)), Admission { at: ms(1500), reason: None });
+    assert_eq!(
+        p.admit(ms(1500)),
+        Admission {
+            at: ms(1500),
+            reason: None
+        }
+    );
     // Then from 1500: (3500 - 1500) / 4 = 500.
     let next = p.admit(ms(1500));
     assert_eq!(next.at, ms(2000));
     let why = next.reason.unwrap();
-    assert_eq!((why.rule, why.left, why.announced), (PaceRule::Spread, 3, 4));
+    assert_eq!(
+        (why.rule, why.left, why.announced),
+        (PaceRule::Spread, 3, 4)
+    );
 }
 
 #[test]
@@ -119,7 +159,10 @@ fn burst_placement_spends_what_is_left_at_once() {
     });
     p.admit(ms(0));
     p.observe(ms(0), ms(50), &[requests(3, ms(2000))]);
-    assert_eq!(ats(&mut p, ms(50), 4), vec![ms(50), ms(50), ms(50), ms(2050)]);
+    assert_eq!(
+        ats(&mut p, ms(50), 4),
+        vec![ms(50), ms(50), ms(50), ms(2050)]
+    );
 }
 
 #[test]
@@ -162,7 +205,13 @@ fn a_state_expires_at_its_reset() {
     assert_eq!(p.admit(ms(999)).at, ms(1000));
     assert_eq!(p.limits().count(), 1);
     // An upstream that stops sending the fields: no longer paced.
-    assert_eq!(p.admit(ms(1000)), Admission { at: ms(1000), reason: None });
+    assert_eq!(
+        p.admit(ms(1000)),
+        Admission {
+            at: ms(1000),
+            reason: None
+        }
+    );
     assert_eq!(p.limits().count(), 0);
 }
 
@@ -186,7 +235,10 @@ fn an_earlier_sent_response_never_raises_what_a_later_one_lowered() {
     // says 1 left with one start (at 100) since: 0.
     p.observe(ms(0), ms(400), &[requests(1, ms(1600))]);
     let held = p.limits().next().unwrap();
-    assert_eq!((held.remaining, held.basis, held.resets_at), (1, ms(0), ms(2000)));
+    assert_eq!(
+        (held.remaining, held.basis, held.resets_at),
+        (1, ms(0), ms(2000))
+    );
     assert_eq!(p.admit(ms(400)).at, ms(2000));
 }
 
@@ -238,9 +290,16 @@ fn the_latest_limit_wins_and_is_named() {
     let mut p = pacer(exact());
     let mut b = requests(0, ms(3000));
     b.name = "b".to_owned();
-    p.observe(ms(0), ms(0), &[requests(0, ms(1000)), b, tokens(0, ms(2000))]);
+    p.observe(
+        ms(0),
+        ms(0),
+        &[requests(0, ms(1000)), b, tokens(0, ms(2000))],
+    );
     let admission = p.admit(ms(0));
-    assert_eq!((admission.at, admission.reason.unwrap().limit.as_str()), (ms(3000), "b"));
+    assert_eq!(
+        (admission.at, admission.reason.unwrap().limit.as_str()),
+        (ms(3000), "b")
+    );
 }
 
 #[test]
@@ -252,7 +311,10 @@ fn with_a_known_quota_each_window_after_the_reset_takes_its_quota() {
         ..requests(0, ms(1000))
     };
     p.observe(ms(0), ms(0), &[state]);
-    assert_eq!(ats(&mut p, ms(0), 5), vec![ms(1000), ms(1000), ms(3000), ms(3000), ms(5000)]);
+    assert_eq!(
+        ats(&mut p, ms(0), 5),
+        vec![ms(1000), ms(1000), ms(3000), ms(3000), ms(5000)]
+    );
 }
 
 #[test]

@@ -65,18 +65,20 @@ fn state() -> impl Strategy<Value = QuotaState> {
         proptest::option::of(prop_oneof![0u64..20, any::<u64>()]),
         proptest::option::of(duration()),
     )
-        .prop_map(|(name, tokens, remaining, reset, quota, window)| QuotaState {
-            name: name.to_owned(),
-            kind: if tokens {
-                LimitKind::Tokens
-            } else {
-                LimitKind::Requests
+        .prop_map(
+            |(name, tokens, remaining, reset, quota, window)| QuotaState {
+                name: name.to_owned(),
+                kind: if tokens {
+                    LimitKind::Tokens
+                } else {
+                    LimitKind::Requests
+                },
+                remaining,
+                reset,
+                quota,
+                window,
             },
-            remaining,
-            reset,
-            quota,
-            window,
-        })
+        )
 }
 
 #[derive(Debug, Clone)]
@@ -101,8 +103,13 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn config() -> impl Strategy<Value = PacerConfig> {
-    (duration(), duration(), prop_oneof![Just(0u64), any::<u64>()], any::<bool>()).prop_map(
-        |(max_hold, spread, token_threshold, burst)| PacerConfig {
+    (
+        duration(),
+        duration(),
+        prop_oneof![Just(0u64), any::<u64>()],
+        any::<bool>(),
+    )
+        .prop_map(|(max_hold, spread, token_threshold, burst)| PacerConfig {
             max_hold,
             spread,
             token_threshold,
@@ -111,8 +118,7 @@ fn config() -> impl Strategy<Value = PacerConfig> {
             } else {
                 Placement::Even
             },
-        },
-    )
+        })
 }
 
 proptest! {

@@ -13,7 +13,11 @@ fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)
 }
 
-fn read_with(reader: &QuotaReader, headers: &[(&str, &str)], calendar: Option<SystemTime>) -> QuotaReading {
+fn read_with(
+    reader: &QuotaReader,
+    headers: &[(&str, &str)],
+    calendar: Option<SystemTime>,
+) -> QuotaReading {
     reader.read(headers.iter().map(|(n, v)| (*n, v.as_bytes())), calendar)
 }
 
@@ -42,8 +46,10 @@ fn whys(reading: &QuotaReading) -> Vec<QuotaIgnored> {
     reading.notes.iter().map(|n| n.why).collect()
 }
 
-/// Each case: headers, the states expected, the notes expected.
-fn table(cases: &[(&[(&str, &str)], Vec<QuotaState>, Vec<QuotaIgnored>)]) {
+/// One case: headers, the states expected, the notes expected.
+type Case<'a> = (&'a [(&'a str, &'a str)], Vec<QuotaState>, Vec<QuotaIgnored>);
+
+fn table(cases: &[Case<'_>]) {
     for (headers, states, notes) in cases {
         let reading = read(headers);
         assert_eq!(&reading.states, states, "{headers:?}");
@@ -59,7 +65,11 @@ fn ietf_current_draft() {
         // Valid.
         (
             &[("RateLimit", r#""default";r=50;t=30"#), policy],
-            vec![with(state("default", REQUESTS, 50, s(30)), Some(100), Some(s(60)))],
+            vec![with(
+                state("default", REQUESTS, 50, s(30)),
+                Some(100),
+                Some(s(60)),
+            )],
             vec![],
         ),
         (
@@ -70,7 +80,10 @@ fn ietf_current_draft() {
         (
             &[
                 ("RateLimit", r#""a";r=1;t=5, "b";r=0;t=50"#),
-                ("RateLimit-Policy", r#""a";q=10;w=5, "b";q=1000;qu="content-bytes";w=60"#),
+                (
+                    "RateLimit-Policy",
+                    r#""a";q=10;w=5, "b";q=1000;qu="content-bytes";w=60"#,
+                ),
             ],
             vec![
                 with(state("a", REQUESTS, 1, s(5)), Some(10), Some(s(5))),
@@ -80,7 +93,10 @@ fn ietf_current_draft() {
         ),
         // Two field lines are one list.
         (
-            &[("RateLimit", r#""a";r=1;t=5"#), ("RateLimit", r#""b";r=2;t=6"#)],
+            &[
+                ("RateLimit", r#""a";r=1;t=5"#),
+                ("RateLimit", r#""b";r=2;t=6"#),
+            ],
             vec![state("a", REQUESTS, 1, s(5)), state("b", REQUESTS, 2, s(6))],
             vec![],
         ),
@@ -89,7 +105,11 @@ fn ietf_current_draft() {
         (&[("RateLimit", r#""d";r=-5;t=5"#)], vec![], vec![Negative]),
         (&[("RateLimit", r#""d";r=5;t=-5"#)], vec![], vec![Negative]),
         (&[("RateLimit", r#""d";r=1"#)], vec![], vec![Unpaired]),
-        (&[("RateLimit", r#""d";r=1.5;t=2"#)], vec![], vec![Malformed]),
+        (
+            &[("RateLimit", r#""d";r=1.5;t=2"#)],
+            vec![],
+            vec![Malformed],
+        ),
         (&[("RateLimit", r#""d";r=1;t=2,"#)], vec![], vec![Malformed]),
         (&[("RateLimit", "(a b);r=1;t=2")], vec![], vec![Malformed]),
         (&[("RateLimit", "1;r=1;t=2")], vec![], vec![Malformed]),
@@ -105,7 +125,11 @@ fn ietf_current_draft() {
             vec![state("d", REQUESTS, 999_999_999_999_999, s(60))],
             vec![ResetClamped],
         ),
-        (&[("RateLimit", r#""d";r=1;t=9999999999999999"#)], vec![], vec![Malformed]),
+        (
+            &[("RateLimit", r#""d";r=1;t=9999999999999999"#)],
+            vec![],
+            vec![Malformed],
+        ),
     ]);
 }
 
@@ -132,8 +156,15 @@ fn ietf_older_forms() {
     table(&[
         // express-rate-limit draft-7: the dictionary.
         (
-            &[("RateLimit", "limit=10, remaining=9, reset=52"), draft7_policy],
-            vec![with(state("ratelimit", REQUESTS, 9, s(52)), Some(10), Some(s(60)))],
+            &[
+                ("RateLimit", "limit=10, remaining=9, reset=52"),
+                draft7_policy,
+            ],
+            vec![with(
+                state("ratelimit", REQUESTS, 9, s(52)),
+                Some(10),
+                Some(s(60)),
+            )],
             vec![],
         ),
         (
@@ -141,10 +172,26 @@ fn ietf_older_forms() {
             vec![state("ratelimit", REQUESTS, 0, s(1))],
             vec![],
         ),
-        (&[("RateLimit", "limit=10, remaining=9")], vec![], vec![Unpaired]),
-        (&[("RateLimit", "remaining=-3, reset=5")], vec![], vec![Negative]),
-        (&[("RateLimit", "remaining=a, reset=5")], vec![], vec![Malformed]),
-        (&[("RateLimit", "remaining=(1 2), reset=5")], vec![], vec![Malformed]),
+        (
+            &[("RateLimit", "limit=10, remaining=9")],
+            vec![],
+            vec![Unpaired],
+        ),
+        (
+            &[("RateLimit", "remaining=-3, reset=5")],
+            vec![],
+            vec![Negative],
+        ),
+        (
+            &[("RateLimit", "remaining=a, reset=5")],
+            vec![],
+            vec![Malformed],
+        ),
+        (
+            &[("RateLimit", "remaining=(1 2), reset=5")],
+            vec![],
+            vec![Malformed],
+        ),
         // express-rate-limit draft-6: separate fields.
         (
             &[
@@ -153,42 +200,110 @@ fn ietf_older_forms() {
                 ("RateLimit-Reset", "52"),
                 draft7_policy,
             ],
-            vec![with(state("ratelimit", REQUESTS, 9, s(52)), Some(10), Some(s(60)))],
+            vec![with(
+                state("ratelimit", REQUESTS, 9, s(52)),
+                Some(10),
+                Some(s(60)),
+            )],
             vec![],
         ),
         (
-            &[("RateLimit-Remaining", " 0 "), ("RateLimit-Reset", "1"), ("RateLimit-Reset", "9")],
+            &[
+                ("RateLimit-Remaining", " 0 "),
+                ("RateLimit-Reset", "1"),
+                ("RateLimit-Reset", "9"),
+            ],
             vec![state("ratelimit", REQUESTS, 0, s(1))],
             vec![Repeated],
         ),
         (&[("RateLimit-Remaining", "9")], vec![], vec![Unpaired]),
         (&[("RateLimit-Reset", "9")], vec![], vec![Unpaired]),
-        (&[("RateLimit-Remaining", "9"), ("RateLimit-Reset", "soon")], vec![], vec![Malformed]),
-        (&[("RateLimit-Remaining", "9, 8"), ("RateLimit-Reset", "1")], vec![], vec![Malformed]),
-        (&[("RateLimit-Remaining", "-"), ("RateLimit-Reset", "1")], vec![], vec![Malformed]),
         (
-            &[("RateLimit-Remaining", "99999999999999999999999"), ("RateLimit-Reset", "1")],
+            &[("RateLimit-Remaining", "9"), ("RateLimit-Reset", "soon")],
+            vec![],
+            vec![Malformed],
+        ),
+        (
+            &[("RateLimit-Remaining", "9, 8"), ("RateLimit-Reset", "1")],
+            vec![],
+            vec![Malformed],
+        ),
+        (
+            &[("RateLimit-Remaining", "-"), ("RateLimit-Reset", "1")],
+            vec![],
+            vec![Malformed],
+        ),
+        (
+            &[
+                ("RateLimit-Remaining", "99999999999999999999999"),
+                ("RateLimit-Reset", "1"),
+            ],
             vec![state("ratelimit", REQUESTS, u64::MAX, s(1))],
             vec![],
         ),
     ]);
 }
 
+/// A reader, the reset's value, the calendar, what is expected.
+type XCase<'a> = (
+    QuotaReader,
+    &'a str,
+    Option<SystemTime>,
+    Vec<QuotaState>,
+    Vec<QuotaIgnored>,
+);
+
 #[test]
 fn x_ratelimit_seconds_or_unix_time() {
     use QuotaIgnored::*;
     let at = SystemTime::UNIX_EPOCH + s(1_700_000_000);
-    let pair = |reset| [("X-RateLimit-Remaining", "4999"), ("X-RateLimit-Reset", reset), ("X-RateLimit-Limit", "5000")];
-    let x = |reset| with(state("x-ratelimit", REQUESTS, 4999, reset), Some(5000), None);
-    let cases: [(QuotaReader, &str, Option<SystemTime>, Vec<QuotaState>, Vec<QuotaIgnored>); 8] = [
+    let pair = |reset| {
+        [
+            ("X-RateLimit-Remaining", "4999"),
+            ("X-RateLimit-Reset", reset),
+            ("X-RateLimit-Limit", "5000"),
+        ]
+    };
+    let x = |reset| {
+        with(
+            state("x-ratelimit", REQUESTS, 4999, reset),
+            Some(5000),
+            None,
+        )
+    };
+    let cases: [XCase<'_>; 8] = [
         // By default a value from 10^9 on is a Unix time (GitHub,
         // flask-limiter), a smaller one seconds.
-        (QuotaReader::new(), "1700000030", Some(at), vec![x(s(30))], vec![]),
+        (
+            QuotaReader::new(),
+            "1700000030",
+            Some(at),
+            vec![x(s(30))],
+            vec![],
+        ),
         (QuotaReader::new(), "30", None, vec![x(s(30))], vec![]),
-        (QuotaReader::new(), "1700000030", None, vec![], vec![NoTrustedCalendar]),
-        (QuotaReader::new(), "1699999000", Some(at), vec![x(s(0))], vec![]),
+        (
+            QuotaReader::new(),
+            "1700000030",
+            None,
+            vec![],
+            vec![NoTrustedCalendar],
+        ),
+        (
+            QuotaReader::new(),
+            "1699999000",
+            Some(at),
+            vec![x(s(0))],
+            vec![],
+        ),
         // As the operator names it.
-        (QuotaReader::new().x_ratelimit_reset(Some(ResetFormat::Unix)), "30", Some(at), vec![x(s(0))], vec![]),
+        (
+            QuotaReader::new().x_ratelimit_reset(Some(ResetFormat::Unix)),
+            "30",
+            Some(at),
+            vec![x(s(0))],
+            vec![],
+        ),
         (
             QuotaReader::new().x_ratelimit_reset(Some(ResetFormat::Seconds)),
             "1700000030",
@@ -229,35 +344,61 @@ fn openai_groq_and_azure() {
             vec![ResetClamped],
         ),
         (
-            &[("x-ratelimit-remaining-requests", "0"), ("x-ratelimit-reset-requests", "120ms")],
+            &[
+                ("x-ratelimit-remaining-requests", "0"),
+                ("x-ratelimit-reset-requests", "120ms"),
+            ],
             vec![state("requests", REQUESTS, 0, Duration::from_millis(120))],
             vec![],
         ),
         (
-            &[("x-ratelimit-remaining-tokens", "0"), ("x-ratelimit-reset-tokens", "1.5s")],
+            &[
+                ("x-ratelimit-remaining-tokens", "0"),
+                ("x-ratelimit-reset-tokens", "1.5s"),
+            ],
             vec![state("tokens", TOKENS, 0, Duration::from_millis(1500))],
             vec![],
         ),
         // Azure OpenAI: `-1` is unknown; a remaining count without reset.
-        (&[("x-ratelimit-remaining-requests", "-1")], vec![], vec![Unknown]),
-        (&[("x-ratelimit-remaining-tokens", "100")], vec![], vec![Unpaired]),
         (
-            &[("x-ratelimit-remaining-requests", "-1"), ("x-ratelimit-reset-requests", "1s")],
+            &[("x-ratelimit-remaining-requests", "-1")],
             vec![],
             vec![Unknown],
         ),
         (
-            &[("x-ratelimit-remaining-requests", "5"), ("x-ratelimit-reset-requests", "-1s")],
+            &[("x-ratelimit-remaining-tokens", "100")],
+            vec![],
+            vec![Unpaired],
+        ),
+        (
+            &[
+                ("x-ratelimit-remaining-requests", "-1"),
+                ("x-ratelimit-reset-requests", "1s"),
+            ],
+            vec![],
+            vec![Unknown],
+        ),
+        (
+            &[
+                ("x-ratelimit-remaining-requests", "5"),
+                ("x-ratelimit-reset-requests", "-1s"),
+            ],
             vec![],
             vec![Negative],
         ),
         (
-            &[("x-ratelimit-remaining-requests", "5"), ("x-ratelimit-reset-requests", "6x")],
+            &[
+                ("x-ratelimit-remaining-requests", "5"),
+                ("x-ratelimit-reset-requests", "6x"),
+            ],
             vec![],
             vec![Malformed],
         ),
         (
-            &[("x-ratelimit-remaining-requests", "5"), ("x-ratelimit-reset-requests", "99999999999999999h")],
+            &[
+                ("x-ratelimit-remaining-requests", "5"),
+                ("x-ratelimit-reset-requests", "99999999999999999h"),
+            ],
             vec![state("requests", REQUESTS, 5, s(60))],
             vec![ResetClamped],
         ),
@@ -273,9 +414,15 @@ fn anthropic_needs_the_calendar() {
         ("anthropic-ratelimit-requests-remaining", "49"),
         ("anthropic-ratelimit-requests-reset", "2026-12-01T18:00:30Z"),
         ("anthropic-ratelimit-input-tokens-remaining", "0"),
-        ("anthropic-ratelimit-input-tokens-reset", "2026-12-01T19:00:05+01:00"),
+        (
+            "anthropic-ratelimit-input-tokens-reset",
+            "2026-12-01T19:00:05+01:00",
+        ),
         ("anthropic-ratelimit-output-tokens-remaining", "10"),
-        ("anthropic-ratelimit-output-tokens-reset", "2026-12-01T17:00:00Z"),
+        (
+            "anthropic-ratelimit-output-tokens-reset",
+            "2026-12-01T17:00:00Z",
+        ),
         ("anthropic-ratelimit-tokens-remaining", "10"),
         ("anthropic-ratelimit-tokens-reset", "2026-13-01T18:00:00Z"),
     ];
@@ -283,7 +430,11 @@ fn anthropic_needs_the_calendar() {
     assert_eq!(
         reading.states,
         vec![
-            with(state("anthropic-requests", REQUESTS, 49, s(30)), Some(50), None),
+            with(
+                state("anthropic-requests", REQUESTS, 49, s(30)),
+                Some(50),
+                None
+            ),
             state("anthropic-input-tokens", TOKENS, 0, s(5)),
             // A reset in the past: zero.
             state("anthropic-output-tokens", TOKENS, 10, s(0)),
@@ -300,15 +451,29 @@ fn anthropic_needs_the_calendar() {
 
 #[test]
 fn a_cached_response_is_not_read() {
-    let reading = read(&[("RateLimit", r#""d";r=0;t=5"#), ("Age", "10"), ("RateLimit-Reset", "x")]);
+    let reading = read(&[
+        ("RateLimit", r#""d";r=0;t=5"#),
+        ("Age", "10"),
+        ("RateLimit-Reset", "x"),
+    ]);
     assert!(reading.states.is_empty());
     assert_eq!(whys(&reading), vec![QuotaIgnored::Cached]);
 }
 
 #[test]
 fn operator_named_pairs() {
-    let reader = QuotaReader::new().pair("api", "x-api-left", "x-api-reset-in", ResetFormat::Duration, TOKENS);
-    let reading = read_with(&reader, &[("X-Api-Left", "7"), ("x-api-reset-in", "2s")], None);
+    let reader = QuotaReader::new().pair(
+        "api",
+        "x-api-left",
+        "x-api-reset-in",
+        ResetFormat::Duration,
+        TOKENS,
+    );
+    let reading = read_with(
+        &reader,
+        &[("X-Api-Left", "7"), ("x-api-reset-in", "2s")],
+        None,
+    );
     assert_eq!(reading.states, vec![state("api", TOKENS, 7, s(2))]);
 }
 
@@ -321,6 +486,9 @@ fn formats_together_each_give_their_limits() {
     ]);
     assert_eq!(
         reading.states,
-        vec![state("d", REQUESTS, 1, s(2)), state("x-ratelimit", REQUESTS, 3, s(4))]
+        vec![
+            state("d", REQUESTS, 1, s(2)),
+            state("x-ratelimit", REQUESTS, 3, s(4))
+        ]
     );
 }

@@ -45,7 +45,10 @@ impl Limiter for FixedWindow {
         } else {
             (429, 0)
         };
-        let mut headers = vec![("ratelimit", format!("\"10-per-2s\";r={r};t={t}").into_bytes())];
+        let mut headers = vec![(
+            "ratelimit",
+            format!("\"10-per-2s\";r={r};t={t}").into_bytes(),
+        )];
         if self.with_policy {
             headers.push(("ratelimit-policy", b"\"10-per-2s\";q=10;w=2".to_vec()));
         }
@@ -72,7 +75,10 @@ impl Limiter for TokenBucket {
         };
         let r = self.tokens.floor() as u64;
         let t = ((10.0 - self.tokens) / 5.0).ceil() as u64;
-        (status, vec![("ratelimit", format!("\"bucket\";r={r};t={t}").into_bytes())])
+        (
+            status,
+            vec![("ratelimit", format!("\"bucket\";r={r};t={t}").into_bytes())],
+        )
     }
 }
 
@@ -84,7 +90,9 @@ enum Client {
     Sends(Duration),
     /// Its request, sent at `sent`, reaches the limiter at `sent + ONE_WAY`
     /// and its answer the client at `sent + 2 ONE_WAY`.
-    InFlight { sent: Duration },
+    InFlight {
+        sent: Duration,
+    },
     Done,
 }
 
@@ -185,7 +193,11 @@ fn check(label: &str, placement: Placement, limiter: &mut dyn Limiter, proxies: 
 /// The done criteria: at most `max_429` 429s, within 1.3 x 10 s.
 fn assert_done(outcome: &Outcome, max_429: u32) {
     assert!(outcome.rejected <= max_429, "{} 429s", outcome.rejected);
-    assert!(outcome.total <= Duration::from_secs(13), "{:?}", outcome.total);
+    assert!(
+        outcome.total <= Duration::from_secs(13),
+        "{:?}",
+        outcome.total
+    );
 }
 
 #[test]

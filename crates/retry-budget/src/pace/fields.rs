@@ -33,7 +33,11 @@ impl<'a> Fields<'a> {
     /// when absent.
     pub(crate) fn list(&self, name: &str) -> Option<Vec<u8>> {
         let mut joined: Option<Vec<u8>> = None;
-        for (_, value) in self.lines.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)) {
+        for (_, value) in self
+            .lines
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
             match joined.as_mut() {
                 Some(joined) => {
                     joined.extend_from_slice(b", ");

@@ -45,11 +45,7 @@ pub(crate) fn read(fields: &Fields<'_>, x_reset: Option<ResetFormat>, sink: &mut
             fields,
             UNNAMED,
             LimitKind::Requests,
-            [
-                "ratelimit-remaining",
-                "ratelimit-reset",
-                "ratelimit-limit",
-            ],
+            ["ratelimit-remaining", "ratelimit-reset", "ratelimit-limit"],
             x_reset,
         );
     }

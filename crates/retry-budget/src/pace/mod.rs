@@ -6,8 +6,9 @@
 //! spends the window at once, collects a wall of 429s, and only then
 //! waits. This module reads those fields and decides, for each new action,
 //! the earliest instant its first attempt may start. Pure, like the rest of
-//! the core: instants are the caller's elapsed [`Duration`]s, the calendar
-//! reading and the random seed are inputs.
+//! the core: instants are the caller's elapsed
+//! [`Duration`](std::time::Duration)s; the calendar reading and the random
+//! seed are inputs.
 //!
 //! * [`QuotaReader`] turns one response's headers into [`QuotaState`]s,
 //!   one per named limit, noting every value it set aside ([`QuotaNote`]).

@@ -172,7 +172,12 @@ impl Pacer {
             match self.config.placement {
                 Placement::Burst => return None,
                 Placement::Even => {
-                    let prev = self.starts.iter().copied().filter(|s| *s < limit.resets_at).max()?;
+                    let prev = self
+                        .starts
+                        .iter()
+                        .copied()
+                        .filter(|s| *s < limit.resets_at)
+                        .max()?;
                     let steps = u32::try_from(left.saturating_add(1)).unwrap_or(u32::MAX);
                     let gap = limit
                         .resets_at
@@ -209,7 +214,11 @@ impl Pacer {
         if let (LimitKind::Requests, Some(quota @ 1..), Some(window)) =
             (limit.kind, limit.quota, limit.window)
         {
-            let placed = self.starts.iter().filter(|s| **s >= limit.resets_at).count();
+            let placed = self
+                .starts
+                .iter()
+                .filter(|s| **s >= limit.resets_at)
+                .count();
             let windows = u64::try_from(placed)
                 .unwrap_or(u64::MAX)
                 .checked_div(quota)
