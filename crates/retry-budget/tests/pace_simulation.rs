@@ -8,7 +8,7 @@
 //! retried at the reset its own response announced, as the action does
 //! with a reset header.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use retry_budget::pace::{Pacer, PacerConfig, Placement, QuotaReader};
 
@@ -21,6 +21,55 @@ const CLIENTS: usize = 6;
 /// A limiter: what it answers a request arriving at `at`.
 trait Limiter {
     fn arrive(&mut self, at: Duration) -> (u16, Vec<(&'static str, Vec<u8>)>);
+
+    /// The calendar reading at `at`, for Unix-time resets.
+    fn calendar(&self, _at: Duration) -> Option<SystemTime> {
+        None
+    }
+}
+
+/// flask-limiter's fixed window: 10 per 2 s from the first request after
+/// the previous window expired, announced as `X-RateLimit-Reset` in whole
+/// Unix seconds rounded up (late by up to a second); the calendar is off
+/// whole seconds by 0.3 s.
+struct Flask {
+    window: Option<(Duration, u64)>,
+    /// The lateness announced, summed over the windows.
+    late: Duration,
+}
+
+const UNIX_BASE: Duration = Duration::from_millis(1_700_000_000_300);
+
+impl Limiter for Flask {
+    fn arrive(&mut self, at: Duration) -> (u16, Vec<(&'static str, Vec<u8>)>) {
+        let (start, taken) = match self.window {
+            Some((start, taken)) if at < start + WINDOW => (start, taken),
+            _ => {
+                let end = UNIX_BASE + at + WINDOW;
+                self.late += Duration::from_secs(end.as_secs() + 1) - end;
+                (at, 0)
+            }
+        };
+        self.window = Some((start, taken + 1));
+        let (status, r) = if taken < QUOTA {
+            (200, QUOTA - taken - 1)
+        } else {
+            (429, 0)
+        };
+        let reset = (UNIX_BASE + start + WINDOW).as_secs() + 1;
+        let headers = vec![
+            ("x-ratelimit-limit", b"10".to_vec()),
+            ("x-ratelimit-remaining", r.to_string().into_bytes()),
+            ("x-ratelimit-reset", reset.to_string().into_bytes()),
+            // On every response, 2xx too: no hold.
+            ("retry-after", b"2".to_vec()),
+        ];
+        (status, headers)
+    }
+
+    fn calendar(&self, at: Duration) -> Option<SystemTime> {
+        Some(SystemTime::UNIX_EPOCH + UNIX_BASE + at)
+    }
 }
 
 /// A fixed window of 10 per 2 s from 0 (express-rate-limit's memory store),
@@ -145,7 +194,10 @@ fn run(placement: Placement, limiter: &mut dyn Limiter, proxies: usize) -> Outco
                 // this client does falls in between).
                 let (status, headers) = limiter.arrive(now);
                 let received = now + ONE_WAY;
-                let reading = reader.read(headers.iter().map(|(n, v)| (*n, &v[..])), None);
+                let reading = reader.read(
+                    headers.iter().map(|(n, v)| (*n, &v[..])),
+                    limiter.calendar(received),
+                );
                 pacer.observe(sent, received, &reading.states);
                 if status == 429 {
                     rejected += 1;
@@ -214,6 +266,24 @@ fn one_proxy_against_a_fixed_window() {
 fn one_proxy_against_a_token_bucket() {
     for placement in [Placement::Even, Placement::Burst] {
         assert_done(&check("bucket", placement, &mut bucket(), 1), 2);
+    }
+}
+
+#[test]
+fn one_proxy_against_a_limiter_that_announces_its_reset_late() {
+    for placement in [Placement::Even, Placement::Burst] {
+        let mut flask = Flask {
+            window: None,
+            late: Duration::ZERO,
+        };
+        let outcome = check("flask", placement, &mut flask, 1);
+        eprintln!("  lateness announced: {:?}", flask.late);
+        assert!(outcome.rejected <= 2, "{} 429s", outcome.rejected);
+        assert!(
+            outcome.total <= Duration::from_secs(13) + flask.late,
+            "{:?}",
+            outcome.total
+        );
     }
 }
 
