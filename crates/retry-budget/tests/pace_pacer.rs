@@ -352,3 +352,22 @@ fn time_going_backwards_is_read_as_the_latest_seen() {
     p.observe(ms(900), ms(100), &[requests(0, ms(100))]);
     assert_eq!(p.limits().next().unwrap().basis, ms(500));
 }
+
+#[test]
+fn the_reason_is_written_for_the_trail() {
+    let mut p = pacer(exact());
+    p.observe(ms(0), ms(500), &[requests(0, ms(1500))]);
+    let why = p.admit(ms(500)).reason.unwrap();
+    assert_eq!(
+        serde_json::to_value(&why).unwrap(),
+        serde_json::json!({
+            "limit": "default",
+            "kind": "requests",
+            "announced": 0,
+            "left": 0,
+            "resets_at_s": 2.0,
+            "rule": "exhausted",
+            "clamped": false,
+        })
+    );
+}

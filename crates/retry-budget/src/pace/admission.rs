@@ -24,6 +24,8 @@ impl Admission {
 
 /// Which rule placed a start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum PaceRule {
     /// Nothing left in the window: not before the reset (plus a spread).
@@ -45,6 +47,7 @@ impl PaceRule {
 
 /// The limit that paced an action: what the report says.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PaceReason {
     /// The limit's name.
     pub limit: String,
@@ -57,6 +60,10 @@ pub struct PaceReason {
     /// announcing request was sent.
     pub left: u64,
     /// When the window resets (elapsed).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "resets_at_s", serialize_with = "crate::secs::ser")
+    )]
     pub resets_at: Duration,
     /// The rule applied.
     pub rule: PaceRule,

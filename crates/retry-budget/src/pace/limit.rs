@@ -70,8 +70,9 @@ impl HeldLimit {
 
     /// Takes in `new`, read at `received_at`:
     ///
-    /// * an expired state, or a different limit window announced by a
-    ///   response sent no earlier, is replaced;
+    /// * an expired state is replaced, and so is a state whose window a
+    ///   response sent no earlier says has ended (a reset further apart than
+    ///   [`SAME_WINDOW`]);
     /// * within one window, a response sent no earlier replaces the count
     ///   (the server's latest word), and the window ends at the earlier of
     ///   the two resets;

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 /// What a limit counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum LimitKind {
     /// Requests: every first attempt spends one, so the pacer spreads
@@ -61,6 +63,8 @@ pub const MAX_LIMITS: usize = 16;
 
 /// Why a value was set aside (or changed) while reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 #[non_exhaustive]
 pub enum QuotaIgnored {
     /// The response came from a cache (`Age` present): its fields describe
@@ -105,6 +109,7 @@ impl fmt::Display for QuotaIgnored {
 
 /// One value set aside or changed while reading, for the trail.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct QuotaNote {
     /// The header's name (lower case).
     pub header: String,

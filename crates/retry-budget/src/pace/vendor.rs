@@ -6,19 +6,71 @@ use super::fields::Fields;
 use super::reader::Sink;
 use super::state::LimitKind;
 
-/// OpenAI's and Groq's suffixes (Azure OpenAI sends the same remaining
-/// fields, with `-1` for unknown and often no reset).
-const OPENAI: [(&str, LimitKind); 2] = [
-    ("requests", LimitKind::Requests),
-    ("tokens", LimitKind::Tokens),
+/// One vendor limit: its name, what it counts, and its fields
+/// `[remaining, reset, limit]`.
+type Limit = (&'static str, LimitKind, [&'static str; 3]);
+
+/// OpenAI's and Groq's (Azure OpenAI sends the same remaining fields, with
+/// `-1` for unknown and often no reset).
+const OPENAI: [Limit; 2] = [
+    (
+        "requests",
+        LimitKind::Requests,
+        [
+            "x-ratelimit-remaining-requests",
+            "x-ratelimit-reset-requests",
+            "x-ratelimit-limit-requests",
+        ],
+    ),
+    (
+        "tokens",
+        LimitKind::Tokens,
+        [
+            "x-ratelimit-remaining-tokens",
+            "x-ratelimit-reset-tokens",
+            "x-ratelimit-limit-tokens",
+        ],
+    ),
 ];
 
-/// Anthropic's limits.
-const ANTHROPIC: [(&str, LimitKind); 4] = [
-    ("requests", LimitKind::Requests),
-    ("tokens", LimitKind::Tokens),
-    ("input-tokens", LimitKind::Tokens),
-    ("output-tokens", LimitKind::Tokens),
+/// Anthropic's.
+const ANTHROPIC: [Limit; 4] = [
+    (
+        "anthropic-requests",
+        LimitKind::Requests,
+        [
+            "anthropic-ratelimit-requests-remaining",
+            "anthropic-ratelimit-requests-reset",
+            "anthropic-ratelimit-requests-limit",
+        ],
+    ),
+    (
+        "anthropic-tokens",
+        LimitKind::Tokens,
+        [
+            "anthropic-ratelimit-tokens-remaining",
+            "anthropic-ratelimit-tokens-reset",
+            "anthropic-ratelimit-tokens-limit",
+        ],
+    ),
+    (
+        "anthropic-input-tokens",
+        LimitKind::Tokens,
+        [
+            "anthropic-ratelimit-input-tokens-remaining",
+            "anthropic-ratelimit-input-tokens-reset",
+            "anthropic-ratelimit-input-tokens-limit",
+        ],
+    ),
+    (
+        "anthropic-output-tokens",
+        LimitKind::Tokens,
+        [
+            "anthropic-ratelimit-output-tokens-remaining",
+            "anthropic-ratelimit-output-tokens-reset",
+            "anthropic-ratelimit-output-tokens-limit",
+        ],
+    ),
 ];
 
 pub(crate) fn read(fields: &Fields<'_>, x_reset: Option<ResetFormat>, sink: &mut Sink) {
@@ -33,30 +85,10 @@ pub(crate) fn read(fields: &Fields<'_>, x_reset: Option<ResetFormat>, sink: &mut
         ],
         x_reset,
     );
-    for (suffix, kind) in OPENAI {
-        sink.pair(
-            fields,
-            suffix,
-            kind,
-            [
-                &format!("x-ratelimit-remaining-{suffix}"),
-                &format!("x-ratelimit-reset-{suffix}"),
-                &format!("x-ratelimit-limit-{suffix}"),
-            ],
-            Some(ResetFormat::Duration),
-        );
+    for (name, kind, names) in OPENAI {
+        sink.pair(fields, name, kind, names, Some(ResetFormat::Duration));
     }
-    for (limit, kind) in ANTHROPIC {
-        sink.pair(
-            fields,
-            &format!("anthropic-{limit}"),
-            kind,
-            [
-                &format!("anthropic-ratelimit-{limit}-remaining"),
-                &format!("anthropic-ratelimit-{limit}-reset"),
-                &format!("anthropic-ratelimit-{limit}-limit"),
-            ],
-            Some(ResetFormat::Rfc3339),
-        );
+    for (name, kind, names) in ANTHROPIC {
+        sink.pair(fields, name, kind, names, Some(ResetFormat::Rfc3339));
     }
 }
