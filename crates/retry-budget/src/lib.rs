@@ -74,6 +74,7 @@ pub mod api_signals;
 mod category;
 pub mod http_date;
 mod outcome;
+pub mod pace;
 mod policy;
 pub mod ratio;
 mod report;

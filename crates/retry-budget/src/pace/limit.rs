@@ -1,0 +1,101 @@
+//! One limit as the pacer holds it, and how a new reading updates it.
+
+use std::time::Duration;
+
+use super::state::{LimitKind, QuotaState};
+
+/// Two resets closer than this are the same window's end: servers round
+/// `t` up to whole seconds, so responses within one window announce resets
+/// up to a second apart.
+pub const SAME_WINDOW: Duration = Duration::from_secs(1);
+
+/// One limit's freshest state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldLimit {
+    /// The limit's name.
+    pub name: String,
+    /// What it counts.
+    pub kind: LimitKind,
+    /// The remaining count announced.
+    pub remaining: u64,
+    /// When the request whose response announced it was sent (elapsed):
+    /// first attempts started after this are not counted in `remaining`.
+    pub basis: Duration,
+    /// When the window resets (elapsed); the state expires then.
+    pub resets_at: Duration,
+    /// The window's quota, if announced.
+    pub quota: Option<u64>,
+    /// The window's length, if announced.
+    pub window: Option<Duration>,
+}
+
+impl HeldLimit {
+    pub(crate) fn new(
+        state: &QuotaState,
+        sent_at: Duration,
+        received_at: Duration,
+        max_hold: Duration,
+    ) -> Self {
+        Self {
+            name: state.name.clone(),
+            kind: state.kind,
+            remaining: state.remaining,
+            basis: sent_at,
+            resets_at: received_at.saturating_add(state.reset.min(max_hold)),
+            quota: state.quota,
+            window: state.window,
+        }
+    }
+
+    /// Whether `self` and `other` name the same limit.
+    pub(crate) fn same_limit(&self, other: &Self) -> bool {
+        self.kind == other.kind && self.name == other.name
+    }
+
+    /// Whether the two resets end the same window.
+    fn same_window(&self, other: &Self) -> bool {
+        self.resets_at.abs_diff(other.resets_at) <= SAME_WINDOW
+    }
+
+    /// What is left of `remaining` after the first attempts in `starts`
+    /// that began after the basis and before the reset.
+    pub(crate) fn left(&self, starts: &[Duration]) -> u64 {
+        let used = starts
+            .iter()
+            .filter(|s| **s > self.basis && **s < self.resets_at)
+            .count();
+        self.remaining
+            .saturating_sub(u64::try_from(used).unwrap_or(u64::MAX))
+    }
+
+    /// Takes in `new`, read at `received_at`:
+    ///
+    /// * an expired state is replaced, and so is a state whose window a
+    ///   response sent no earlier says has ended (a reset further apart than
+    ///   [`SAME_WINDOW`]);
+    /// * within one window, a response sent no earlier replaces the count
+    ///   (the server's latest word), and the window ends at the earlier of
+    ///   the two resets;
+    /// * a response sent earlier (arriving out of order) is used only
+    ///   within the same window and only if it leaves less: it never raises
+    ///   what a later-sent request lowered.
+    pub(crate) fn update(&mut self, new: Self, received_at: Duration, starts: &[Duration]) {
+        if self.resets_at <= received_at {
+            *self = new;
+            return;
+        }
+        let same_window = self.same_window(&new);
+        if new.basis >= self.basis {
+            let resets_at = if same_window {
+                self.resets_at.min(new.resets_at)
+            } else {
+                new.resets_at
+            };
+            *self = Self { resets_at, ..new };
+        } else if same_window && new.left(starts) < self.left(starts) {
+            self.remaining = new.remaining;
+            self.basis = new.basis;
+            self.resets_at = self.resets_at.min(new.resets_at);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The pacer: the freshest state per limit of one upstream, and the
+//! earliest start of a new action's first attempt.
+
+use std::time::Duration;
+
+use super::admission::{Admission, PaceReason, PaceRule};
+use super::limit::HeldLimit;
+use super::reader::DEFAULT_MAX_HOLD;
+use super::state::{LimitKind, QuotaState};
+
+/// The default [spread](PacerConfig::spread) after a reset.
+pub const DEFAULT_SPREAD: Duration = Duration::from_millis(100);
+
+/// The most first-attempt starts remembered (the oldest are forgotten).
+pub const MAX_STARTS: usize = 4096;
+
+/// How a window's remaining starts are placed before its reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Placement {
+    /// Evenly until the reset: with `L` left and `T` until the reset after
+    /// the latest start, the next start waits `T / (L + 1)` after it (the
+    /// default). Suits a fixed window and a refilling bucket alike, and
+    /// every response in the window narrows its end.
+    #[default]
+    Even,
+    /// At once while any is left, then hold until the reset.
+    ///
+    /// `tests/pace_simulation.rs` measures both against a fixed window, a
+    /// token bucket and a limiter that announces its reset late: burst is
+    /// the quicker against an aligned fixed window only, even against the
+    /// other two, and neither sends a 429 there.
+    Burst,
+}
+
+/// The pacer's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacerConfig {
+    /// No start is placed further than this from the moment it is asked
+    /// for (default [`DEFAULT_MAX_HOLD`]).
+    pub max_hold: Duration,
+    /// After an exhausted window's reset, starts are spread uniformly over
+    /// `[0, spread]` (default [`DEFAULT_SPREAD`]).
+    pub spread: Duration,
+    /// A token limit paces only when its remaining is at or below this
+    /// (default 0): a request's token cost is unknown.
+    pub token_threshold: u64,
+    /// How a window's remaining starts are placed.
+    pub placement: Placement,
+}
+
+impl Default for PacerConfig {
+    fn default() -> Self {
+        Self {
+            max_hold: DEFAULT_MAX_HOLD,
+            spread: DEFAULT_SPREAD,
+            token_threshold: 0,
+            placement: Placement::Even,
+        }
+    }
+}
+
+/// One upstream's pacer (the caller keeps one per upstream key): feed it
+/// every response's [`QuotaState`]s with [`observe`](Self::observe), ask it
+/// with [`admit`](Self::admit) before a new action's first attempt.
+///
+/// Times are the caller's elapsed [`Duration`]s from an origin of its
+/// choosing, as for [`Action`](crate::Action); a time that goes backwards
+/// is read as the latest one seen.
+#[derive(Debug, Clone)]
+pub struct Pacer {
+    config: PacerConfig,
+    limits: Vec<HeldLimit>,
+    /// First-attempt starts admitted (some may lie in the future).
+    starts: Vec<Duration>,
+    latest: Duration,
+    rng: fastrand::Rng,
+}
+
+impl Pacer {
+    /// A pacer whose spread is drawn from a generator seeded from
+    /// `fastrand`'s thread-local generator (so that pacers spread apart);
+    /// use [`Pacer::with_seed`] for reproducible instants. Without a spread
+    /// nothing random is ever read.
+    pub fn new(config: PacerConfig) -> Self {
+        let seed = if config.spread.is_zero() {
+            0
+        } else {
+            fastrand::u64(..)
+        };
+        Self::with_seed(config, seed)
+    }
+
+    /// A pacer whose spread is drawn from a generator seeded with `seed`:
+    /// the same seed and inputs give the same instants.
+    pub fn with_seed(config: PacerConfig, seed: u64) -> Self {
+        Self {
+            config,
+            limits: Vec::new(),
+            starts: Vec::new(),
+            latest: Duration::ZERO,
+            rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    /// Its settings.
+    pub const fn config(&self) -> &PacerConfig {
+        &self.config
+    }
+
+    /// The limits held (not yet expired at the latest time seen).
+    pub fn limits(&self) -> impl Iterator<Item = &HeldLimit> + '_ {
+        self.limits.iter().filter(|l| l.resets_at > self.latest)
+    }
+
+    /// A response to a request sent at `sent_at` arrived at `received_at`
+    /// announcing `states` (read by a
+    /// [`QuotaReader`](super::QuotaReader)). Its counts cover the first
+    /// attempts started up to `sent_at`; those started since are taken from
+    /// them. Any response counts, retried or not, any status.
+    pub fn observe(&mut self, sent_at: Duration, received_at: Duration, states: &[QuotaState]) {
+        let received_at = self.see(received_at);
+        let sent_at = sent_at.min(received_at);
+        for state in states {
+            let new = HeldLimit::new(state, sent_at, received_at, self.config.max_hold);
+            match self.limits.iter_mut().find(|l| l.same_limit(&new)) {
+                Some(held) => held.update(new, received_at, &self.starts),
+                None => self.limits.push(new),
+            }
+        }
+        self.limits.retain(|l| l.resets_at > received_at);
+    }
+
+    /// The earliest instant a new action's first attempt may start,
+    /// asked at `now`; the start is recorded at that instant (give it back
+    /// with [`release`](Self::release) if the action never starts).
+    pub fn admit(&mut self, now: Duration) -> Admission {
+        let now = self.see(now);
+        self.limits.retain(|l| l.resets_at > now);
+        let floor = now.saturating_sub(self.config.max_hold);
+        self.starts.retain(|s| *s >= floor);
+        let mut admission = Admission {
+            at: now,
+            reason: None,
+        };
+        for i in 0..self.limits.len() {
+            let Some((at, reason)) = self.place(i, now) else {
+                continue;
+            };
+            if at > admission.at {
+                admission = Admission {
+                    at,
+                    reason: Some(reason),
+                };
+            }
+        }
+        let cap = now.saturating_add(self.config.max_hold);
+        if admission.at > cap {
+            admission.at = cap;
+            if let Some(reason) = admission.reason.as_mut() {
+                reason.clamped = true;
+            }
+        }
+        if self.starts.len() >= MAX_STARTS {
+            self.starts.remove(0);
+        }
+        self.starts.push(admission.at);
+        admission
+    }
+
+    /// Gives back the start recorded for `admission` (the action stopped
+    /// before its first attempt): it no longer counts against any window.
+    pub fn release(&mut self, admission: &Admission) {
+        if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
+            self.starts.remove(i);
+        }
+    }
+
+    /// Where limit `i` places a start asked for at `now`, if it paces it.
+    fn place(&mut self, i: usize, now: Duration) -> Option<(Duration, PaceReason)> {
+        let limit = &self.limits[i];
+        let left = match limit.kind {
+            LimitKind::Requests => limit.left(&self.starts),
+            LimitKind::Tokens if limit.remaining <= self.config.token_threshold => 0,
+            LimitKind::Tokens => return None,
+        };
+        let (at, rule) = if left == 0 {
+            (self.after_reset(i), PaceRule::Exhausted)
+        } else {
+            match self.config.placement {
+                Placement::Burst => return None,
+                Placement::Even => {
+                    let prev = self
+                        .starts
+                        .iter()
+                        .copied()
+                        .filter(|s| *s < limit.resets_at)
+                        .max()?;
+                    let steps = u32::try_from(left.saturating_add(1)).unwrap_or(u32::MAX);
+                    let gap = limit
+                        .resets_at
+                        .saturating_sub(prev)
+                        .checked_div(steps)
+                        .unwrap_or_default();
+                    (prev.saturating_add(gap), PaceRule::Spread)
+                }
+            }
+        };
+        let limit = &self.limits[i];
+        (at > now).then(|| {
+            (
+                at,
+                PaceReason {
+                    limit: limit.name.clone(),
+                    kind: limit.kind,
+                    announced: limit.remaining,
+                    left,
+                    resets_at: limit.resets_at,
+                    rule,
+                    clamped: false,
+                },
+            )
+        })
+    }
+
+    /// After limit `i`'s reset: a request limit with a known quota and
+    /// window places each further start in the first projected window with
+    /// room (starts already placed there counted), then the spread.
+    fn after_reset(&mut self, i: usize) -> Duration {
+        let limit = &self.limits[i];
+        let mut at = limit.resets_at;
+        if let (LimitKind::Requests, Some(quota @ 1..), Some(window)) =
+            (limit.kind, limit.quota, limit.window)
+        {
+            let placed = self
+                .starts
+                .iter()
+                .filter(|s| **s >= limit.resets_at)
+                .count();
+            let windows = u64::try_from(placed)
+                .unwrap_or(u64::MAX)
+                .checked_div(quota)
+                .unwrap_or_default();
+            let windows = u32::try_from(windows).unwrap_or(u32::MAX);
+            at = at.saturating_add(window.saturating_mul(windows));
+        }
+        at.saturating_add(self.spread())
+    }
+
+    /// A uniform draw in `[0, spread]`.
+    fn spread(&mut self) -> Duration {
+        let nanos = u64::try_from(self.config.spread.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(self.rng.u64(0..=nanos))
+    }
+
+    /// `now`, never before the latest time seen.
+    fn see(&mut self, now: Duration) -> Duration {
+        self.latest = self.latest.max(now);
+        self.latest
+    }
+}

@@ -1,0 +1,373 @@
+//! The pacer's rules, one by one, on exact instants.
+
+use std::time::Duration;
+
+use retry_budget::pace::{
+    Admission, LimitKind, PaceRule, Pacer, PacerConfig, Placement, QuotaState,
+};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn requests(remaining: u64, reset: Duration) -> QuotaState {
+    QuotaState {
+        name: "default".to_owned(),
+        kind: LimitKind::Requests,
+        remaining,
+        reset,
+        quota: None,
+        window: None,
+    }
+}
+
+fn tokens(remaining: u64, reset: Duration) -> QuotaState {
+    QuotaState {
+        name: "tokens".to_owned(),
+        kind: LimitKind::Tokens,
+        ..requests(remaining, reset)
+    }
+}
+
+/// No spread: every instant exact.
+fn exact() -> PacerConfig {
+    PacerConfig {
+        spread: Duration::ZERO,
+        ..PacerConfig::default()
+    }
+}
+
+fn pacer(config: PacerConfig) -> Pacer {
+    Pacer::with_seed(config, 42)
+}
+
+fn ats(pacer: &mut Pacer, now: Duration, n: usize) -> Vec<Duration> {
+    (0..n).map(|_| pacer.admit(now).at).collect()
+}
+
+#[test]
+fn nothing_known_starts_at_once() {
+    let mut p = pacer(exact());
+    assert_eq!(
+        p.admit(ms(7)),
+        Admission {
+            at: ms(7),
+            reason: None
+        }
+    );
+}
+
+#[test]
+fn nothing_left_waits_for_the_reset() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    p.observe(ms(0), ms(50), &[requests(0, ms(2000))]);
+    let admission = p.admit(ms(60));
+    assert_eq!(admission.at, ms(2050));
+    assert_eq!(admission.wait(ms(60)), ms(1990));
+    let why = admission.reason.unwrap();
+    assert_eq!(
+        (
+            why.limit.as_str(),
+            why.kind,
+            why.announced,
+            why.left,
+            why.resets_at,
+            why.rule,
+            why.clamped
+        ),
+        (
+            "default",
+            LimitKind::Requests,
+            0,
+            0,
+            ms(2050),
+            PaceRule::Exhausted,
+            false
+        )
+    );
+}
+
+#[test]
+fn the_spread_after_a_reset_is_seeded_and_bounded() {
+    let config = PacerConfig {
+        spread: ms(100),
+        ..PacerConfig::default()
+    };
+    let run = |seed| {
+        let mut p = Pacer::with_seed(config, seed);
+        p.observe(ms(0), ms(0), &[requests(0, ms(1000))]);
+        ats(&mut p, ms(0), 8)
+    };
+    let first = run(1);
+    assert_eq!(first, run(1), "same seed, same instants");
+    assert_ne!(first, run(2));
+    assert!(
+        first.iter().all(|at| (ms(1000)..=ms(1100)).contains(at)),
+        "{first:?}"
+    );
+    let mut distinct = first.clone();
+    distinct.dedup();
+    assert!(
+        distinct.len() > 1,
+        "the waiting actions do not return together"
+    );
+}
+
+#[test]
+fn what_is_left_is_placed_evenly_until_the_reset() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    // 4 left, resetting at 2050: 0 + k * 2050 / 5.
+    p.observe(ms(0), ms(50), &[requests(4, ms(2000))]);
+    assert_eq!(
+        ats(&mut p, ms(50), 5),
+        vec![ms(410), ms(820), ms(1230), ms(1640), ms(2050)]
+    );
+    let spread = p.admit(ms(50));
+    assert_eq!(spread.reason.unwrap().rule, PaceRule::Exhausted);
+}
+
+#[test]
+fn an_even_start_already_due_goes_at_once() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    p.observe(ms(0), ms(1500), &[requests(4, ms(2000))]);
+    // 0 + 3500 / 5 = 700, already past at 1500.
+    assert_eq!(
+        p.admit(ms(1500)),
+        Admission {
+            at: ms(1500),
+            reason: None
+        }
+    );
+    // Then from 1500: (3500 - 1500) / 4 = 500.
+    let next = p.admit(ms(1500));
+    assert_eq!(next.at, ms(2000));
+    let why = next.reason.unwrap();
+    assert_eq!(
+        (why.rule, why.left, why.announced),
+        (PaceRule::Spread, 3, 4)
+    );
+}
+
+#[test]
+fn burst_placement_spends_what_is_left_at_once() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    p.admit(ms(0));
+    p.observe(ms(0), ms(50), &[requests(3, ms(2000))]);
+    assert_eq!(
+        ats(&mut p, ms(50), 4),
+        vec![ms(50), ms(50), ms(50), ms(2050)]
+    );
+}
+
+#[test]
+fn starts_since_the_request_was_sent_are_taken_from_what_is_left() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    for t in [0, 100, 200] {
+        p.admit(ms(t));
+    }
+    // The answer to the request sent at 0: 3 left, but two more are in
+    // flight since: 1 left.
+    p.observe(ms(0), ms(300), &[requests(3, ms(1000))]);
+    assert_eq!(ats(&mut p, ms(300), 2), vec![ms(300), ms(1300)]);
+    let why = p.admit(ms(300)).reason.unwrap();
+    assert_eq!((why.announced, why.left), (3, 0));
+}
+
+#[test]
+fn a_released_start_no_longer_counts() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    p.observe(ms(0), ms(10), &[requests(1, ms(1000))]);
+    let admitted = p.admit(ms(10));
+    assert_eq!(admitted.at, ms(10));
+    assert_eq!(p.admit(ms(10)).at, ms(1010));
+    p.release(&admitted);
+    // The start waiting at 1010 (after the reset) does not count in the
+    // window: its one start is free again.
+    assert_eq!(p.admit(ms(10)).at, ms(10));
+}
+
+#[test]
+fn a_state_expires_at_its_reset() {
+    let mut p = pacer(exact());
+    p.observe(ms(0), ms(0), &[requests(0, ms(1000))]);
+    assert_eq!(p.admit(ms(999)).at, ms(1000));
+    assert_eq!(p.limits().count(), 1);
+    // An upstream that stops sending the fields: no longer paced.
+    assert_eq!(
+        p.admit(ms(1000)),
+        Admission {
+            at: ms(1000),
+            reason: None
+        }
+    );
+    assert_eq!(p.limits().count(), 0);
+}
+
+#[test]
+fn an_earlier_sent_response_never_raises_what_a_later_one_lowered() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    p.admit(ms(0));
+    p.admit(ms(100));
+    // The later-sent request's answer arrives first: 2 left.
+    p.observe(ms(100), ms(200), &[requests(2, ms(1800))]);
+    // The earlier one's, late, says 5: ignored.
+    p.observe(ms(0), ms(300), &[requests(5, ms(1700))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.basis), (2, ms(100)));
+    // But the earliest reset within the window is its end.
+    assert_eq!(held.resets_at, ms(2000));
+    // An earlier-sent answer that leaves less is taken: 0 - 0 after 0... it
+    // says 1 left with one start (at 100) since: 0.
+    p.observe(ms(0), ms(400), &[requests(1, ms(1600))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!(
+        (held.remaining, held.basis, held.resets_at),
+        (1, ms(0), ms(2000))
+    );
+    assert_eq!(p.admit(ms(400)).at, ms(2000));
+}
+
+#[test]
+fn within_one_window_the_earliest_reset_is_its_end() {
+    let mut p = pacer(exact());
+    // t rounded up to whole seconds: 500 + 2000 and 900 + 2000.
+    p.observe(ms(0), ms(500), &[requests(5, ms(2000))]);
+    p.observe(ms(400), ms(900), &[requests(4, ms(2000))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.resets_at), (4, ms(2500)));
+}
+
+#[test]
+fn a_later_sent_response_from_a_new_window_replaces_the_state() {
+    let mut p = pacer(exact());
+    p.observe(ms(0), ms(100), &[requests(0, ms(1000))]);
+    p.observe(ms(1050), ms(1100), &[requests(9, ms(2000))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.resets_at), (9, ms(3100)));
+    // An earlier-sent answer from a window of its own is stale.
+    p.observe(ms(50), ms(1200), &[requests(0, ms(10))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.resets_at), (9, ms(3100)));
+}
+
+#[test]
+fn token_limits_pace_only_when_exhausted_or_below_the_threshold() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    p.observe(ms(0), ms(0), &[tokens(5, ms(1000))]);
+    assert_eq!(ats(&mut p, ms(0), 3), vec![ms(0); 3]);
+    // Same window: the earlier reset (1000) stays its end.
+    p.observe(ms(0), ms(10), &[tokens(0, ms(1000))]);
+    let admission = p.admit(ms(10));
+    assert_eq!(admission.at, ms(1000));
+    assert_eq!(admission.reason.unwrap().kind, LimitKind::Tokens);
+
+    let mut p = pacer(PacerConfig {
+        token_threshold: 5,
+        ..exact()
+    });
+    p.observe(ms(0), ms(0), &[tokens(5, ms(1000))]);
+    assert_eq!(p.admit(ms(0)).at, ms(1000));
+}
+
+#[test]
+fn the_latest_limit_wins_and_is_named() {
+    let mut p = pacer(exact());
+    let mut b = requests(0, ms(3000));
+    b.name = "b".to_owned();
+    p.observe(
+        ms(0),
+        ms(0),
+        &[requests(0, ms(1000)), b, tokens(0, ms(2000))],
+    );
+    let admission = p.admit(ms(0));
+    assert_eq!(
+        (admission.at, admission.reason.unwrap().limit.as_str()),
+        (ms(3000), "b")
+    );
+}
+
+#[test]
+fn with_a_known_quota_each_window_after_the_reset_takes_its_quota() {
+    let mut p = pacer(exact());
+    let state = QuotaState {
+        quota: Some(2),
+        window: Some(ms(2000)),
+        ..requests(0, ms(1000))
+    };
+    p.observe(ms(0), ms(0), &[state]);
+    assert_eq!(
+        ats(&mut p, ms(0), 5),
+        vec![ms(1000), ms(1000), ms(3000), ms(3000), ms(5000)]
+    );
+}
+
+#[test]
+fn no_start_is_placed_past_the_maximum_hold() {
+    let config = PacerConfig {
+        max_hold: ms(4000),
+        ..exact()
+    };
+    let mut p = pacer(config);
+    // A reset of an hour is held for the maximum hold.
+    p.observe(ms(0), ms(0), &[requests(0, Duration::from_secs(3600))]);
+    assert_eq!(p.limits().next().unwrap().resets_at, ms(4000));
+    assert_eq!(p.admit(ms(0)).at, ms(4000));
+
+    // Projected windows past the hold: clamped, and the reason says so.
+    let mut p = pacer(config);
+    let state = QuotaState {
+        quota: Some(1),
+        window: Some(ms(3000)),
+        ..requests(0, ms(1000))
+    };
+    p.observe(ms(0), ms(0), &[state]);
+    assert_eq!(ats(&mut p, ms(0), 2), vec![ms(1000), ms(4000)]);
+    let clamped = p.admit(ms(0));
+    assert_eq!(clamped.at, ms(4000));
+    assert!(clamped.reason.unwrap().clamped);
+}
+
+#[test]
+fn time_going_backwards_is_read_as_the_latest_seen() {
+    let mut p = pacer(exact());
+    assert_eq!(p.admit(ms(500)).at, ms(500));
+    assert_eq!(p.admit(ms(300)).at, ms(500));
+    // A response received "before" it was sent.
+    p.observe(ms(900), ms(100), &[requests(0, ms(100))]);
+    assert_eq!(p.limits().next().unwrap().basis, ms(500));
+}
+
+#[test]
+fn the_reason_is_written_for_the_trail() {
+    let mut p = pacer(exact());
+    p.observe(ms(0), ms(500), &[requests(0, ms(1500))]);
+    let why = p.admit(ms(500)).reason.unwrap();
+    assert_eq!(
+        serde_json::to_value(&why).unwrap(),
+        serde_json::json!({
+            "limit": "default",
+            "kind": "requests",
+            "announced": 0,
+            "left": 0,
+            "resets_at_s": 2.0,
+            "rule": "exhausted",
+            "clamped": false,
+        })
+    );
+}
