@@ -81,7 +81,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use crate::trail::{Event, EventKind, ResetRead, WaitBasis};
-use crate::trail_store::{Events, Trail};
+use crate::trail::Trail;
 use crate::{
     api_signals::RetryAfterMs,
     reset::{ResetHeaders, ResetIgnored, ResetReading},
@@ -131,7 +131,7 @@ pub struct Action {
     attempts_started: u32,
     last_status: Option<u16>,
     server_requested_wait: Option<Duration>,
-    events: Events,
+    events: Trail,
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
@@ -191,7 +191,7 @@ impl Action {
             last_status: None,
             server_requested_wait: None,
             // Nothing written until an event must be (see `Trail`).
-            events: Events::new(),
+            events: Trail::new(),
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,

@@ -83,7 +83,7 @@ pub mod retry_after;
 mod secs;
 mod status;
 pub mod trail;
-mod trail_store;
+mod event;
 
 #[cfg(feature = "schedule")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]
