@@ -80,14 +80,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{Event, EventKind, ResetRead, WaitBasis};
-use crate::trail::Trail;
-use crate::{
-    api_signals::RetryAfterMs,
-    reset::{ResetHeaders, ResetIgnored, ResetReading},
-    retry_after::{Asked, RetryAfter},
-    Answer, Jitter, Outcome, Policy, Report,
-};
+use crate::asked_delay::{self, AskedDelay, DelaySource, ServerAsked};
+use crate::trail::{Event, EventKind, Trail, WaitBasis};
+use crate::trail_details;
+use crate::{retry_after::RetryAfter, Answer, Jitter, Outcome, Policy, Report};
 
 /// What the caller must do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -388,22 +384,29 @@ impl Action {
         // What the server asked, read for a retried status (and a 429, for
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
-        let asked = if retried || status == 429 {
-            self.server_asked(
-                now,
-                retried,
+        let delay = if retried || status == 429 {
+            asked_delay::choose(
                 retry_after,
                 retry_after_ms.as_ref(),
                 reset_headers.as_ref(),
                 calendar,
             )
         } else {
-            ServerAsked::Nothing
+            AskedDelay::nothing()
         };
-        let requested = match asked {
-            ServerAsked::Wait { requested, .. } => Some(requested),
-            ServerAsked::Nothing | ServerAsked::Unmeasurable => None,
-        };
+        if retried {
+            let response = trail_details::Response {
+                at: now,
+                budget: self.policy.total_budget(),
+                attempt: self.attempts_started,
+                retry_after,
+                retry_after_ms: retry_after_ms.as_ref(),
+                calendar,
+            };
+            trail_details::record(&mut self.events, &response, &delay);
+        }
+        let asked = delay.asked;
+        let requested = asked.requested();
         self.server_requested_wait = requested.filter(|_| retried);
         self.server_asked_until = requested
             .filter(|_| status == 429)
@@ -485,147 +488,6 @@ impl Action {
             },
         );
         self.decision()
-    }
-
-    /// What the server asked in this response: `Retry-After` and
-    /// `retry-after-ms` (the longest valid value of all, as one repeated
-    /// field) and the reset headers, compared as waits at receipt, the
-    /// longest counting. Records the details in the trail for a retried
-    /// status: a repeated field, lenient dates, every `retry-after-ms` and
-    /// reset value.
-    fn server_asked(
-        &mut self,
-        now: Duration,
-        record: bool,
-        retry_after: &RetryAfter,
-        retry_after_ms: Option<&RetryAfterMs>,
-        reset_headers: Option<&ResetHeaders>,
-        calendar: Option<SystemTime>,
-    ) -> ServerAsked {
-        let attempt = self.attempts_started;
-        if record {
-            if let RetryAfter::Repeated(repeated) = retry_after {
-                self.push(
-                    now,
-                    EventKind::RetryAfterRepeated {
-                        attempt,
-                        values: u32::try_from(repeated.values().len()).unwrap_or(u32::MAX),
-                        raw: repeated.raw().to_owned(),
-                    },
-                );
-            }
-            for date in retry_after.dates() {
-                let tolerated = date.tolerated(calendar);
-                if let (Some(raw), false) = (date.raw(), tolerated.is_empty()) {
-                    self.push(
-                        now,
-                        EventKind::LenientDate {
-                            attempt,
-                            raw: raw.to_owned(),
-                            tolerated: tolerated.to_string(),
-                        },
-                    );
-                }
-            }
-        }
-        let mut asked = match retry_after.asked(calendar) {
-            Asked::Nothing => ServerAsked::Nothing,
-            Asked::Unmeasurable => ServerAsked::Unmeasurable,
-            Asked::Wait(requested) => ServerAsked::Wait {
-                requested,
-                from: DelaySource::RetryAfter,
-            },
-        };
-        if let Some(ms) = retry_after_ms {
-            // Longer than a valid Retry-After (or the only valid delay):
-            // counts. A date no clock can measure stays unmeasurable.
-            let used = ms.longest().filter(|wait| match asked {
-                ServerAsked::Nothing => true,
-                ServerAsked::Wait { requested, .. } => *wait > requested,
-                ServerAsked::Unmeasurable => false,
-            });
-            if let Some(requested) = used {
-                asked = ServerAsked::Wait {
-                    requested,
-                    from: DelaySource::RetryAfter,
-                };
-            }
-            if record {
-                let mut marked = false;
-                for value in ms.values() {
-                    let reading = match value.wait() {
-                        Some(wait) => {
-                            let counted = !marked && used == Some(wait);
-                            marked |= counted;
-                            ResetRead::Wait {
-                                wait,
-                                used: counted,
-                            }
-                        }
-                        None => ResetRead::Ignored {
-                            why: ResetIgnored::Malformed,
-                        },
-                    };
-                    self.push(
-                        now,
-                        EventKind::RetryAfterMs {
-                            attempt,
-                            raw: value.raw().into(),
-                            reading,
-                        },
-                    );
-                }
-            }
-        }
-        let Some(headers) = reset_headers else {
-            return asked;
-        };
-        let readings: Vec<_> = headers.read(calendar).collect();
-        // The longest reset wait, first of equals; used only if longer than
-        // a valid Retry-After (never shortening it).
-        let mut longest: Option<(usize, Duration)> = None;
-        for (i, (_, reading)) in readings.iter().enumerate() {
-            if let ResetReading::Wait(wait) = reading {
-                if longest.is_none_or(|(_, w)| *wait > w) {
-                    longest = Some((i, *wait));
-                }
-            }
-        }
-        let used = match (asked, longest) {
-            (ServerAsked::Nothing, Some((i, wait))) => Some((i, wait)),
-            (ServerAsked::Wait { requested, .. }, Some((i, wait))) if wait > requested => {
-                Some((i, wait))
-            }
-            _ => None,
-        };
-        if let Some((_, requested)) = used {
-            asked = ServerAsked::Wait {
-                requested,
-                from: DelaySource::ResetHeader,
-            };
-        }
-        if record {
-            for (i, (value, reading)) in readings.iter().enumerate() {
-                let reading = match reading {
-                    ResetReading::Wait(wait) => ResetRead::Wait {
-                        wait: *wait,
-                        used: used.is_some_and(|(u, _)| u == i),
-                    },
-                    ResetReading::Ignored(why) => ResetRead::Ignored { why: *why },
-                };
-                self.push(
-                    now,
-                    EventKind::ResetHeader {
-                        attempt,
-                        header: value.header().into(),
-                        format: value.format(),
-                        raw: value.raw().into_boxed_str(),
-                        reading,
-                    },
-                );
-            }
-        }
-        asked
     }
 
     /// The wait's timer fired at `now` (on time or late). Re-checks from
@@ -1104,25 +966,4 @@ impl Action {
             hold_until,
         }
     }
-}
-
-/// Which header gave a server's delay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DelaySource {
-    RetryAfter,
-    ResetHeader,
-}
-
-/// What the server asked in one response, measured at receipt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ServerAsked {
-    /// Nothing usable: the local fallback applies.
-    Nothing,
-    /// A date that no trusted calendar reading can measure.
-    Unmeasurable,
-    /// This delay, from this header.
-    Wait {
-        requested: Duration,
-        from: DelaySource,
-    },
 }

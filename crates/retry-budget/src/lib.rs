@@ -70,8 +70,10 @@
 mod action;
 mod after_data;
 mod answer;
+mod asked_delay;
 pub mod api_signals;
 mod category;
+mod event;
 pub mod http_date;
 mod outcome;
 mod policy;
@@ -83,7 +85,7 @@ pub mod retry_after;
 mod secs;
 mod status;
 pub mod trail;
-mod event;
+mod trail_details;
 
 #[cfg(feature = "schedule")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]
