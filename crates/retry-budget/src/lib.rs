@@ -70,11 +70,14 @@
 mod action;
 mod after_data;
 mod answer;
-mod asked_delay;
 pub mod api_signals;
+mod asked_delay;
 mod category;
+mod client_effects;
+mod decision;
 mod event;
 pub mod http_date;
+mod jitter;
 mod outcome;
 mod policy;
 pub mod ratio;
@@ -91,9 +94,11 @@ mod trail_details;
 #[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]
 pub mod schedule;
 
-pub use action::{Action, ClientEffects, Decision};
+pub use action::Action;
 pub use answer::Answer;
 pub use category::Category;
+pub use client_effects::ClientEffects;
+pub use decision::Decision;
 pub use outcome::Outcome;
 pub use policy::{Jitter, Policy, PolicyBuilder, PolicyError, Secs};
 pub use report::Report;

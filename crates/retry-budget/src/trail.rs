@@ -244,9 +244,10 @@ impl Trail {
     pub fn get(&self, index: usize) -> Option<Cow<'_, Event>> {
         match &self.store {
             Store::Written(events) => events.get(index).map(Cow::Borrowed),
-            Store::First { built, .. } if built.get().is_some() => {
-                built.get().and_then(|events| events.get(index)).map(Cow::Borrowed)
-            }
+            Store::First { built, .. } if built.get().is_some() => built
+                .get()
+                .and_then(|events| events.get(index))
+                .map(Cow::Borrowed),
             Store::First { numbers, .. } => numbers.event(index).map(Cow::Owned),
         }
     }
@@ -612,10 +613,7 @@ mod tests {
         }
         assert_eq!(trail.get(3), None);
         assert_eq!(trail.len(), 3);
-        assert!(
-            !trail.written(),
-            "nothing written by get or len"
-        );
+        assert!(!trail.written(), "nothing written by get or len");
         let _ = trail.as_slice();
         assert_eq!(trail.get(1).as_deref(), Some(&expected[1]));
         assert!(matches!(trail.get(1), Some(Cow::Borrowed(_))));

@@ -52,7 +52,11 @@ pub(crate) fn record(trail: &mut Trail, response: &Response<'_>, delay: &AskedDe
             });
         }
     }
-    for (i, value) in retry_after_ms.map_or(&[][..], RetryAfterMs::values).iter().enumerate() {
+    for (i, value) in retry_after_ms
+        .map_or(&[][..], RetryAfterMs::values)
+        .iter()
+        .enumerate()
+    {
         let reading = match value.wait() {
             Some(wait) => ResetRead::Wait {
                 wait,
