@@ -27,22 +27,33 @@
 //! ([`api_signals`]), the [`trail`] of events, the client-wide
 //! [`ratio`] budget, the policy's [`defaults`].
 //!
+//! The map of the crate, a file per job:
+//!
 //! | file | job |
 //! |---|---|
 //! | `policy.rs` | configuration and its validation |
+//! | `status.rs` | the set of retried statuses |
 //! | `retry_after.rs` | parsing `Retry-After` |
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `api_signals.rs` | `retry-after-ms` and `x-should-retry` (OpenAI, Anthropic) |
-//! | `action.rs` | the budget rule (the state machine) |
 //! | `answer.rs` | what one response tells the action, in one value |
-//! | `trail.rs` | the events of the trail |
-//! | `trail_store.rs` | where the trail is kept (inline while short) |
-//! | `ratio.rs` | the retry budget shared by all actions of a client |
+//! | `asked_delay.rs` | which delay a response asks for (a pure function) |
+//! | `jitter.rs` | the local fallback wait and its jitter |
+//! | `action.rs` | the budget rule (the state machine) |
+//! | `action/shared.rs` | its inputs from the state a client's actions share (hold-off, shared refusal, shared store) |
+//! | `decision.rs` | what the action tells its caller to do next |
+//! | `client_effects.rs` | what the caller tells the client's shared state, each effect once |
+//! | `event.rs` | the events of the trail (public as [`trail`]) |
+//! | `trail.rs` | the trail: where an action keeps its events (a first answer as numbers) |
+//! | `trail_details.rs` | what a response's delays add to the trail |
+//! | `outcome.rs` | how an action ended |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
 //! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
-//! | `schedule.rs` | the arithmetic model over given schedules |
+//! | `ratio.rs` | the retry budget shared by all actions of a client |
+//! | `secs.rs` | durations as JSON seconds (feature `serde`) |
+//! | `schedule.rs` | the arithmetic model over given schedules (feature `schedule`) |
 //!
 //! ```
 //! use std::time::Duration;
