@@ -68,7 +68,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::asked_delay::{self, AskedDelay, DelaySource, ServerAsked};
+use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
 use crate::trail::{Event, EventKind, Trail, WaitBasis};
@@ -356,28 +356,28 @@ impl Action {
         // What the server asked, read for a retried status (and a 429, for
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
-        let delay = if retried || status == 429 {
-            asked_delay::choose(
+        let asked = if retried || status == 429 {
+            let delay = asked_delay::choose(
                 retry_after,
                 retry_after_ms.as_ref(),
                 reset_headers.as_ref(),
                 calendar,
-            )
+            );
+            if retried {
+                let response = trail_details::Response {
+                    at: now,
+                    budget: self.policy.total_budget(),
+                    attempt: self.attempts_started,
+                    retry_after,
+                    retry_after_ms: retry_after_ms.as_ref(),
+                    calendar,
+                };
+                trail_details::record(&mut self.events, &response, &delay);
+            }
+            delay.asked
         } else {
-            AskedDelay::nothing()
+            ServerAsked::Nothing
         };
-        if retried {
-            let response = trail_details::Response {
-                at: now,
-                budget: self.policy.total_budget(),
-                attempt: self.attempts_started,
-                retry_after,
-                retry_after_ms: retry_after_ms.as_ref(),
-                calendar,
-            };
-            trail_details::record(&mut self.events, &response, &delay);
-        }
-        let asked = delay.asked;
         let requested = asked.requested();
         self.server_requested_wait = requested.filter(|_| retried);
         self.server_asked_until = requested
