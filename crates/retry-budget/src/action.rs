@@ -36,21 +36,9 @@
 //!
 //! # Many actions at once
 //!
-//! Three further inputs let a caller that runs many actions keep them from
-//! turning one limit into a stampede, each still decided here:
-//!
-//! * **jitter** on the local fallback wait ([`Jitter`] in the
-//!   policy, drawn from this action's own seeded generator, see
-//!   [`Action::with_seed`]); a server's delay is never shortened (an
-//!   opt-in [spread](crate::PolicyBuilder::spread) only lengthens it);
-//! * [`Action::retry_refused`]: a retry that fits this action's budget was
-//!   refused by a budget shared by all actions of the client (see
-//!   [`RatioBudget`](crate::ratio::RatioBudget)): stop as `retry_throttled`;
-//! * [`Action::hold_off`]: before the first attempt, the service has asked
-//!   the client as a whole to wait (another action's 429 with a
-//!   `Retry-After`, see [`Action::server_asked_until`]): wait if the first
-//!   attempt still fits after that, otherwise stop as `held_off` without
-//!   sending anything.
+//! Jitter, a refusal by the client's shared retry budget and a hold-off let
+//! a caller that runs many actions keep them from turning one limit into a
+//! stampede; the last two are inputs of their own (`action/shared.rs`).
 //!
 //! # Example: Schedule A
 //!
@@ -80,34 +68,14 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::trail::{Event, EventKind, ResetRead, WaitBasis};
-use crate::trail_store::{Events, Trail};
-use crate::{
-    api_signals::RetryAfterMs,
-    reset::{ResetHeaders, ResetIgnored, ResetReading},
-    retry_after::{Asked, RetryAfter},
-    Answer, Jitter, Outcome, Policy, Report,
-};
+use crate::asked_delay::{self, DelaySource, ServerAsked};
+use crate::client_effects::Told;
+use crate::jitter;
+use crate::trail::{Event, EventKind, Trail, WaitBasis};
+use crate::trail_details;
+use crate::{retry_after::RetryAfter, Answer, Decision, Jitter, Outcome, Policy, Report};
 
-/// What the caller must do next.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
-    /// Start the next attempt now, then report it with
-    /// [`Action::attempt_started`].
-    StartNow,
-    /// An attempt is in flight; it must answer by `deadline` (elapsed), after
-    /// which it is abandoned with [`Action::attempt_timed_out`].
-    AwaitResponse {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// `start + cap`.
-        deadline: Duration,
-    },
-    /// Sleep until this elapsed time, then call [`Action::timer_woke`].
-    WaitUntil(Duration),
-    /// The action is over.
-    Stop(Outcome),
-}
+mod shared;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -131,7 +99,7 @@ pub struct Action {
     attempts_started: u32,
     last_status: Option<u16>,
     server_requested_wait: Option<Duration>,
-    events: Events,
+    events: Trail,
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
@@ -191,7 +159,7 @@ impl Action {
             last_status: None,
             server_requested_wait: None,
             // Nothing written until an event must be (see `Trail`).
-            events: Events::new(),
+            events: Trail::new(),
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
@@ -389,21 +357,28 @@ impl Action {
         // the shared hold-off) before any stop, so that the trail and the
         // report say it whatever the stop reason.
         let asked = if retried || status == 429 {
-            self.server_asked(
-                now,
-                retried,
+            let delay = asked_delay::choose(
                 retry_after,
                 retry_after_ms.as_ref(),
                 reset_headers.as_ref(),
                 calendar,
-            )
+            );
+            if retried {
+                let response = trail_details::Response {
+                    at: now,
+                    budget: self.policy.total_budget(),
+                    attempt: self.attempts_started,
+                    retry_after,
+                    retry_after_ms: retry_after_ms.as_ref(),
+                    calendar,
+                };
+                trail_details::record(&mut self.events, &response, &delay);
+            }
+            delay.asked
         } else {
             ServerAsked::Nothing
         };
-        let requested = match asked {
-            ServerAsked::Wait { requested, .. } => Some(requested),
-            ServerAsked::Nothing | ServerAsked::Unmeasurable => None,
-        };
+        let requested = asked.requested();
         self.server_requested_wait = requested.filter(|_| retried);
         self.server_asked_until = requested
             .filter(|_| status == 429)
@@ -456,7 +431,7 @@ impl Action {
                 let mut wait = requested.max(self.policy.min_wait());
                 let spread = self.policy.spread();
                 if !spread.is_zero() {
-                    let extra = self.uniform(Duration::ZERO, spread);
+                    let extra = jitter::uniform(&mut self.rng, Duration::ZERO, spread);
                     wait = wait.saturating_add(extra);
                     self.push(
                         now,
@@ -468,7 +443,12 @@ impl Action {
                 }
                 (wait, basis)
             }
-            ServerAsked::Nothing => self.fallback(self.attempts_started),
+            ServerAsked::Nothing => jitter::fallback(
+                &self.policy,
+                &mut self.rng,
+                &mut self.previous_fallback,
+                self.attempts_started,
+            ),
         };
         let until = now.saturating_add(wait);
         let Some(reservation_end) = reservation_end(&self.policy, until) else {
@@ -485,147 +465,6 @@ impl Action {
             },
         );
         self.decision()
-    }
-
-    /// What the server asked in this response: `Retry-After` and
-    /// `retry-after-ms` (the longest valid value of all, as one repeated
-    /// field) and the reset headers, compared as waits at receipt, the
-    /// longest counting. Records the details in the trail for a retried
-    /// status: a repeated field, lenient dates, every `retry-after-ms` and
-    /// reset value.
-    fn server_asked(
-        &mut self,
-        now: Duration,
-        record: bool,
-        retry_after: &RetryAfter,
-        retry_after_ms: Option<&RetryAfterMs>,
-        reset_headers: Option<&ResetHeaders>,
-        calendar: Option<SystemTime>,
-    ) -> ServerAsked {
-        let attempt = self.attempts_started;
-        if record {
-            if let RetryAfter::Repeated(repeated) = retry_after {
-                self.push(
-                    now,
-                    EventKind::RetryAfterRepeated {
-                        attempt,
-                        values: u32::try_from(repeated.values().len()).unwrap_or(u32::MAX),
-                        raw: repeated.raw().to_owned(),
-                    },
-                );
-            }
-            for date in retry_after.dates() {
-                let tolerated = date.tolerated(calendar);
-                if let (Some(raw), false) = (date.raw(), tolerated.is_empty()) {
-                    self.push(
-                        now,
-                        EventKind::LenientDate {
-                            attempt,
-                            raw: raw.to_owned(),
-                            tolerated: tolerated.to_string(),
-                        },
-                    );
-                }
-            }
-        }
-        let mut asked = match retry_after.asked(calendar) {
-            Asked::Nothing => ServerAsked::Nothing,
-            Asked::Unmeasurable => ServerAsked::Unmeasurable,
-            Asked::Wait(requested) => ServerAsked::Wait {
-                requested,
-                from: DelaySource::RetryAfter,
-            },
-        };
-        if let Some(ms) = retry_after_ms {
-            // Longer than a valid Retry-After (or the only valid delay):
-            // counts. A date no clock can measure stays unmeasurable.
-            let used = ms.longest().filter(|wait| match asked {
-                ServerAsked::Nothing => true,
-                ServerAsked::Wait { requested, .. } => *wait > requested,
-                ServerAsked::Unmeasurable => false,
-            });
-            if let Some(requested) = used {
-                asked = ServerAsked::Wait {
-                    requested,
-                    from: DelaySource::RetryAfter,
-                };
-            }
-            if record {
-                let mut marked = false;
-                for value in ms.values() {
-                    let reading = match value.wait() {
-                        Some(wait) => {
-                            let counted = !marked && used == Some(wait);
-                            marked |= counted;
-                            ResetRead::Wait {
-                                wait,
-                                used: counted,
-                            }
-                        }
-                        None => ResetRead::Ignored {
-                            why: ResetIgnored::Malformed,
-                        },
-                    };
-                    self.push(
-                        now,
-                        EventKind::RetryAfterMs {
-                            attempt,
-                            raw: value.raw().into(),
-                            reading,
-                        },
-                    );
-                }
-            }
-        }
-        let Some(headers) = reset_headers else {
-            return asked;
-        };
-        let readings: Vec<_> = headers.read(calendar).collect();
-        // The longest reset wait, first of equals; used only if longer than
-        // a valid Retry-After (never shortening it).
-        let mut longest: Option<(usize, Duration)> = None;
-        for (i, (_, reading)) in readings.iter().enumerate() {
-            if let ResetReading::Wait(wait) = reading {
-                if longest.is_none_or(|(_, w)| *wait > w) {
-                    longest = Some((i, *wait));
-                }
-            }
-        }
-        let used = match (asked, longest) {
-            (ServerAsked::Nothing, Some((i, wait))) => Some((i, wait)),
-            (ServerAsked::Wait { requested, .. }, Some((i, wait))) if wait > requested => {
-                Some((i, wait))
-            }
-            _ => None,
-        };
-        if let Some((_, requested)) = used {
-            asked = ServerAsked::Wait {
-                requested,
-                from: DelaySource::ResetHeader,
-            };
-        }
-        if record {
-            for (i, (value, reading)) in readings.iter().enumerate() {
-                let reading = match reading {
-                    ResetReading::Wait(wait) => ResetRead::Wait {
-                        wait: *wait,
-                        used: used.is_some_and(|(u, _)| u == i),
-                    },
-                    ResetReading::Ignored(why) => ResetRead::Ignored { why: *why },
-                };
-                self.push(
-                    now,
-                    EventKind::ResetHeader {
-                        attempt,
-                        header: value.header().into(),
-                        format: value.format(),
-                        raw: value.raw().into_boxed_str(),
-                        reading,
-                    },
-                );
-            }
-        }
-        asked
     }
 
     /// The wait's timer fired at `now` (on time or late). Re-checks from
@@ -653,122 +492,6 @@ impl Action {
             }
             Err(outcome) => self.stop(now, outcome),
         }
-    }
-
-    /// The client's shared hold-off store (across processes, e.g. Redis) is
-    /// unavailable at `now`: the action goes on with the process's own
-    /// hold-off map alone. Recorded once per action, before its first
-    /// attempt, as [`EventKind::SharedStoreUnavailable`], so that the report
-    /// says other processes' holds may have been missed; it changes no
-    /// decision. Ignored once an attempt has started.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Policy, trail::EventKind};
-    ///
-    /// let mut action = Action::new(Policy::default());
-    /// assert_eq!(action.shared_store_unavailable(Duration::ZERO), Decision::StartNow);
-    /// action.shared_store_unavailable(Duration::ZERO); // once
-    /// assert_eq!(action.events().len(), 1);
-    /// assert_eq!(action.events()[0].kind, EventKind::SharedStoreUnavailable);
-    /// ```
-    pub fn shared_store_unavailable(&mut self, now: Duration) -> Decision {
-        let now = self.observe(now);
-        let noted = self
-            .events
-            .iter()
-            .any(|e| e.kind == EventKind::SharedStoreUnavailable);
-        if self.phase == Phase::Ready && self.attempts_started == 0 && !noted {
-            self.push(now, EventKind::SharedStoreUnavailable);
-        }
-        self.decision()
-    }
-
-    /// The client's shared retry budget refused the retry that
-    /// [`response`](Action::response) has just planned (it answered
-    /// [`Decision::WaitUntil`]): stop at `now` as
-    /// [`Outcome::RetryThrottled`] instead of waiting for nothing. Call it
-    /// right after that response: no wait is counted. The last response stays
-    /// the last response. Ignored in any other phase, and during a
-    /// [hold-off](Action::hold_off) wait (which is no retry).
-    pub fn retry_refused(&mut self, now: Duration) -> Decision {
-        let now = self.observe(now);
-        if !matches!(self.phase, Phase::Waiting { .. }) || self.attempts_started == 0 {
-            return self.decision();
-        }
-        self.push(
-            now,
-            EventKind::RetryRefused {
-                attempt: self.attempts_started + 1,
-            },
-        );
-        self.stop(now, Outcome::RetryThrottled)
-    }
-
-    /// Before the first attempt: the service has asked the client to wait
-    /// until elapsed `until` (another action to the same service got a 429
-    /// with a `Retry-After`; see
-    /// [`server_asked_until`](Self::server_asked_until)).
-    ///
-    /// * `until <= now`: nothing to honour, [`Decision::StartNow`] stands.
-    /// * the first attempt's full cap still fits after `until`:
-    ///   [`Decision::WaitUntil`]`(until)`, then
-    ///   [`timer_woke`](Self::timer_woke) as for any wait;
-    /// * otherwise stop at once as [`Outcome::HeldOff`]: nothing is sent.
-    ///
-    /// The wait counts in this action's budget (its elapsed zero is its
-    /// start, not its first attempt's). Ignored once an attempt has started.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Decision, Outcome, Policy};
-    ///
-    /// let s = Duration::from_secs;
-    /// let mut waits = Action::new(Policy::default());
-    /// assert_eq!(waits.hold_off(s(0), s(10)), Decision::WaitUntil(s(10)));
-    /// assert_eq!(waits.timer_woke(s(10)), Decision::StartNow);
-    ///
-    /// // 17 + 4 > 20: the first attempt could not finish inside the budget.
-    /// let mut stops = Action::new(Policy::default());
-    /// assert_eq!(stops.hold_off(s(0), s(17)), Decision::Stop(Outcome::HeldOff));
-    /// assert_eq!(stops.attempts_started(), 0);
-    /// ```
-    pub fn hold_off(&mut self, now: Duration, until: Duration) -> Decision {
-        let now = self.observe(now);
-        if self.phase != Phase::Ready || self.attempts_started > 0 || until <= now {
-            return self.decision();
-        }
-        match reservation_end(&self.policy, until) {
-            Some(reservation_end) => {
-                self.phase = Phase::Waiting { from: now, until };
-                self.push(
-                    now,
-                    EventKind::WaitPlanned {
-                        wait: until - now,
-                        until,
-                        reservation_end,
-                        basis: WaitBasis::HoldOff,
-                    },
-                );
-                self.decision()
-            }
-            None => {
-                self.push(now, EventKind::HeldOff { until });
-                self.stop(now, Outcome::HeldOff)
-            }
-        }
-    }
-
-    /// After a `429` with a usable `Retry-After` (delay-seconds, or an
-    /// HTTP-date with a trusted calendar reading) or
-    /// [reset header](Answer::resets): the elapsed time until
-    /// which the service asked the client to wait, `receipt + max(min_wait,
-    /// delay)`, whatever this action decided (it may have stopped because
-    /// the wait does not fit). `None` otherwise, and again once the next
-    /// attempt starts. A caller running many actions shares it with later
-    /// first attempts to the same service ([`hold_off`](Self::hold_off)).
-    pub const fn server_asked_until(&self) -> Option<Duration> {
-        self.server_asked_until
     }
 
     /// The caller left at `now` (dropped the future, fired a cancellation
@@ -857,148 +580,6 @@ impl Action {
         })
     }
 
-    /// The local fallback wait after `completed` attempts, spread by the
-    /// policy's jitter (see [`Jitter`]).
-    fn fallback(&mut self, completed: u32) -> (Duration, WaitBasis) {
-        let unjittered = self.policy.fallback_wait(completed);
-        let floor = self.policy.min_wait().min(unjittered);
-        let wait = match self.policy.jitter() {
-            Jitter::None => return (unjittered, WaitBasis::Fallback { completed }),
-            Jitter::Full => self.uniform(floor, unjittered),
-            Jitter::Equal => self.uniform((unjittered / 2).max(floor), unjittered),
-            Jitter::Decorrelated => {
-                let first = self.policy.fallback_wait(1);
-                let previous = self.previous_fallback.unwrap_or(first);
-                let mut high = previous.saturating_mul(3).max(first);
-                if let Some(cap) = self.policy.fallback_cap() {
-                    high = high.min(cap);
-                }
-                self.uniform(first.min(high), high).max(floor)
-            }
-            Jitter::Additive(extra) => {
-                unjittered.saturating_add(self.uniform(Duration::ZERO, extra))
-            }
-        };
-        self.previous_fallback = Some(wait);
-        (
-            wait,
-            WaitBasis::FallbackJittered {
-                completed,
-                unjittered,
-            },
-        )
-    }
-
-    /// A uniform draw in whole milliseconds within `[low, high]` (`low` if
-    /// no whole millisecond lies strictly above it).
-    fn uniform(&mut self, low: Duration, high: Duration) -> Duration {
-        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let sub_milli = u64::from(!low.subsec_nanos().is_multiple_of(1_000_000));
-        let lo = millis(low).saturating_add(sub_milli);
-        let hi = millis(high);
-        if lo >= hi {
-            return low;
-        }
-        Duration::from_millis(self.rng.u64(lo..=hi))
-    }
-
-    fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {
-        let now = self.observe(now);
-        if !matches!(self.phase, Phase::InFlight { .. }) {
-            return self.decision();
-        }
-        let attempt = self.attempts_started;
-        let kind = if outcome == Outcome::AttemptTimeout {
-            EventKind::AttemptTimedOut { attempt }
-        } else {
-            EventKind::TransportFailed { attempt }
-        };
-        self.push(now, kind);
-        self.stop(now, outcome)
-    }
-
-    /// The start condition, checked from `now`: attempts left, then the full
-    /// reservation fits.
-    fn may_start(&self, now: Duration) -> Result<(), Outcome> {
-        Self::may_start_at(&self.policy, self.attempts_started, now).map(|_| ())
-    }
-
-    /// The start condition for an attempt after `started` ones, at `now`:
-    /// attempts left, then the full reservation fits. Its deadline if so.
-    #[inline]
-    fn may_start_at(policy: &Policy, started: u32, now: Duration) -> Result<Duration, Outcome> {
-        if started >= policy.max_attempts() {
-            return Err(Outcome::AttemptsExhausted);
-        }
-        reservation_end(policy, now).ok_or(Outcome::BudgetExhausted)
-    }
-
-    fn stop(&mut self, now: Duration, outcome: Outcome) -> Decision {
-        self.phase = Phase::Stopped { outcome, at: now };
-        self.events
-            .stopped(now, self.policy.total_budget(), outcome);
-        Decision::Stop(outcome)
-    }
-
-    fn observe(&mut self, now: Duration) -> Duration {
-        self.latest = self.latest.max(now);
-        self.latest
-    }
-
-    fn push(&mut self, at: Duration, kind: EventKind) {
-        self.events.record(at, self.policy.total_budget(), kind);
-    }
-}
-
-/// Where an attempt starting at `start` under `policy` would end its
-/// reservation, if that is inside the budget.
-#[inline]
-fn reservation_end(policy: &Policy, start: Duration) -> Option<Duration> {
-    start
-        .checked_add(policy.attempt_cap())
-        .filter(|end| *end <= policy.total_budget())
-}
-
-/// What an action asks its caller to tell the state it shares with the
-/// client's other actions, after an input: see
-/// [`Action::client_effects`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ClientEffects {
-    /// The first attempt has started: count it in a client-wide retry
-    /// budget (tower's `Budget::deposit`).
-    pub deposit: bool,
-    /// A retry has been planned: withdraw it from the client-wide retry
-    /// budget, and if that refuses, tell the action
-    /// [`retry_refused`](Action::retry_refused).
-    pub withdraw: bool,
-    /// The service asked the client to wait until this elapsed time (see
-    /// [`Action::server_asked_until`]): publish it to a shared hold-off map.
-    pub hold_until: Option<Duration>,
-}
-
-impl ClientEffects {
-    /// Whether there is nothing to tell.
-    pub fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-/// What [`Action::client_effects`] has already answered, so that each
-/// effect is answered once.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Told {
-    deposited: bool,
-    // Attempt numbers (at most `MAX_ATTEMPTS_LIMIT`): two bytes each keep
-    // the action under a 16-byte step of the allocator.
-    withdrawn_after: u16,
-    held_after: u16,
-}
-
-/// Decisions a caller running the action needs besides the next step:
-/// readiness failures, whether the request may be moved instead of copied,
-/// and what to tell the client's shared state.
-impl Action {
     /// The transport failed at `now` while the caller made it ready for the
     /// attempt it was told to start ([`Decision::StartNow`]), the first one
     /// included (whether it follows a hold-off or not): the attempt can never
@@ -1058,71 +639,59 @@ impl Action {
         last < self.policy.max_attempts()
     }
 
-    /// What the inputs so far ask the caller to tell the state it shares with
-    /// the client's other actions, each effect answered once: a deposit in a
-    /// client-wide retry budget when the first attempt has started, a
-    /// withdrawal when a retry has been planned (not for a hold-off wait),
-    /// and the hold-off to publish after a `429` with a usable delay. Call it
-    /// after every input.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy, retry_after::RetryAfter};
-    ///
-    /// let s = Duration::from_secs;
-    /// let mut action = Action::new(Policy::default());
-    /// action.attempt_started(s(0));
-    /// let first = action.client_effects();
-    /// assert!(first.deposit && !first.withdraw && first.hold_until.is_none());
-    /// assert!(action.client_effects().is_empty(), "answered once");
-    ///
-    /// action.response(s(1), 429, &RetryAfter::parse("3"), None);
-    /// let planned = action.client_effects();
-    /// assert!(!planned.deposit && planned.withdraw);
-    /// assert_eq!(planned.hold_until, Some(s(4)));
-    /// assert!(action.client_effects().is_empty());
-    /// ```
-    pub fn client_effects(&mut self) -> ClientEffects {
-        let started = u16::try_from(self.attempts_started).unwrap_or(u16::MAX);
-        let deposit = started > 0 && !self.told.deposited;
-        let withdraw = matches!(self.phase, Phase::Waiting { .. })
-            && started > 0
-            && self.told.withdrawn_after < started;
-        let hold_until = self
-            .server_asked_until
-            .filter(|_| self.told.held_after < started);
-        self.told.deposited |= deposit;
-        if withdraw {
-            self.told.withdrawn_after = started;
+    fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {
+        let now = self.observe(now);
+        if !matches!(self.phase, Phase::InFlight { .. }) {
+            return self.decision();
         }
-        if hold_until.is_some() {
-            self.told.held_after = started;
+        let attempt = self.attempts_started;
+        let kind = if outcome == Outcome::AttemptTimeout {
+            EventKind::AttemptTimedOut { attempt }
+        } else {
+            EventKind::TransportFailed { attempt }
+        };
+        self.push(now, kind);
+        self.stop(now, outcome)
+    }
+
+    /// The start condition, checked from `now`: attempts left, then the full
+    /// reservation fits.
+    fn may_start(&self, now: Duration) -> Result<(), Outcome> {
+        Self::may_start_at(&self.policy, self.attempts_started, now).map(|_| ())
+    }
+
+    /// The start condition for an attempt after `started` ones, at `now`:
+    /// attempts left, then the full reservation fits. Its deadline if so.
+    #[inline]
+    fn may_start_at(policy: &Policy, started: u32, now: Duration) -> Result<Duration, Outcome> {
+        if started >= policy.max_attempts() {
+            return Err(Outcome::AttemptsExhausted);
         }
-        ClientEffects {
-            deposit,
-            withdraw,
-            hold_until,
-        }
+        reservation_end(policy, now).ok_or(Outcome::BudgetExhausted)
+    }
+
+    fn stop(&mut self, now: Duration, outcome: Outcome) -> Decision {
+        self.phase = Phase::Stopped { outcome, at: now };
+        self.events
+            .stopped(now, self.policy.total_budget(), outcome);
+        Decision::Stop(outcome)
+    }
+
+    fn observe(&mut self, now: Duration) -> Duration {
+        self.latest = self.latest.max(now);
+        self.latest
+    }
+
+    fn push(&mut self, at: Duration, kind: EventKind) {
+        self.events.record(at, self.policy.total_budget(), kind);
     }
 }
 
-/// Which header gave a server's delay.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DelaySource {
-    RetryAfter,
-    ResetHeader,
-}
-
-/// What the server asked in one response, measured at receipt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ServerAsked {
-    /// Nothing usable: the local fallback applies.
-    Nothing,
-    /// A date that no trusted calendar reading can measure.
-    Unmeasurable,
-    /// This delay, from this header.
-    Wait {
-        requested: Duration,
-        from: DelaySource,
-    },
+/// Where an attempt starting at `start` under `policy` would end its
+/// reservation, if that is inside the budget.
+#[inline]
+fn reservation_end(policy: &Policy, start: Duration) -> Option<Duration> {
+    start
+        .checked_add(policy.attempt_cap())
+        .filter(|end| *end <= policy.total_budget())
 }

@@ -27,22 +27,33 @@
 //! ([`api_signals`]), the [`trail`] of events, the client-wide
 //! [`ratio`] budget, the policy's [`defaults`].
 //!
+//! The map of the crate, a file per job:
+//!
 //! | file | job |
 //! |---|---|
 //! | `policy.rs` | configuration and its validation |
+//! | `status.rs` | the set of retried statuses |
 //! | `retry_after.rs` | parsing `Retry-After` |
 //! | `http_date.rs` | HTTP-dates: the strict forms, two-digit years, near-misses |
 //! | `reset.rs` | rate-limit reset headers, read as waits |
 //! | `api_signals.rs` | `retry-after-ms` and `x-should-retry` (OpenAI, Anthropic) |
-//! | `action.rs` | the budget rule (the state machine) |
 //! | `answer.rs` | what one response tells the action, in one value |
-//! | `trail.rs` | the events of the trail |
-//! | `trail_store.rs` | where the trail is kept (inline while short) |
-//! | `ratio.rs` | the retry budget shared by all actions of a client |
+//! | `asked_delay.rs` | which delay a response asks for (a pure function) |
+//! | `jitter.rs` | the local fallback wait and its jitter |
+//! | `action.rs` | the budget rule (the state machine) |
+//! | `action/shared.rs` | its inputs from the state a client's actions share (hold-off, shared refusal, shared store) |
+//! | `decision.rs` | what the action tells its caller to do next |
+//! | `client_effects.rs` | what the caller tells the client's shared state, each effect once |
+//! | `event.rs` | the events of the trail (public as [`trail`]) |
+//! | `trail.rs` | the trail: where an action keeps its events (a first answer as numbers) |
+//! | `trail_details.rs` | what a response's delays add to the trail |
+//! | `outcome.rs` | how an action ended |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
 //! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
-//! | `schedule.rs` | the arithmetic model over given schedules |
+//! | `ratio.rs` | the retry budget shared by all actions of a client |
+//! | `secs.rs` | durations as JSON seconds (feature `serde`) |
+//! | `schedule.rs` | the arithmetic model over given schedules (feature `schedule`) |
 //!
 //! ```
 //! use std::time::Duration;
@@ -71,8 +82,13 @@ mod action;
 mod after_data;
 mod answer;
 pub mod api_signals;
+mod asked_delay;
 mod category;
+mod client_effects;
+mod decision;
+mod event;
 pub mod http_date;
+mod jitter;
 mod outcome;
 pub mod pace;
 mod policy;
@@ -84,15 +100,17 @@ pub mod retry_after;
 mod secs;
 mod status;
 pub mod trail;
-mod trail_store;
+mod trail_details;
 
 #[cfg(feature = "schedule")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]
 pub mod schedule;
 
-pub use action::{Action, ClientEffects, Decision};
+pub use action::Action;
 pub use answer::Answer;
 pub use category::Category;
+pub use client_effects::ClientEffects;
+pub use decision::Decision;
 pub use outcome::Outcome;
 pub use policy::{Jitter, Policy, PolicyBuilder, PolicyError, Secs};
 pub use report::Report;

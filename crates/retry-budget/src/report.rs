@@ -16,8 +16,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::policy::Secs;
-use crate::trail::{EventKind, ResetRead, RetryAfterSeen};
-use crate::trail_store::Trail;
+use crate::trail::{EventKind, ResetRead, RetryAfterSeen, Trail};
 use crate::{Category, Outcome};
 
 /// What happened to one action.

@@ -1,551 +1,699 @@
-//! The trail: one [`Event`] for every step of an action, in order.
+//! The trail: one [`Event`] for every step of an action, in order, kept in
+//! a [`Trail`].
 //!
 //! Every event carries the elapsed time at which it happened and, where a
 //! budget applies, the budget that remained then. The trail serializes to JSON
 //! with durations as seconds (`at_s`, `remaining_budget_s`, ...).
+//!
+//! Most actions end at their first answer, and most reports are never read
+//! event by event: a first answer is three events (the attempt started, the
+//! response, the stop) that follow from a handful of numbers. A trail is
+//! therefore kept in one of two forms, never both: those numbers, from which
+//! the first answer's events are built on demand, or the events written out
+//! (a `Vec<Event>`), which any other event switches it to. Neither an action
+//! nor its report allocates for a trail nobody reads (what that saves is in
+//! the layer's benches, `BENCHMARKS.md`). The public API does not show the
+//! choice: a trail reads as a slice.
 
-pub use crate::trail_store::Trail;
-
+use std::borrow::Cow;
 use std::fmt;
+use std::ops::Deref;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
-use crate::policy::Secs;
-use crate::retry_after::Asked;
-use crate::{
-    reset::{ResetFormat, ResetIgnored},
-    retry_after::RetryAfter,
-    Outcome,
-};
+pub use crate::event::{Event, EventKind, ResetRead, RetryAfterSeen, WaitBasis};
+use crate::retry_after::RetryAfter;
+use crate::Outcome;
 
-/// One step of an action.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-pub struct Event {
-    /// Elapsed time since the action's first start.
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "at_s", serialize_with = "crate::secs::ser")
-    )]
-    pub at: Duration,
-    /// The budget left at `at` (`total_budget - at`, never negative).
-    #[cfg_attr(
-        feature = "serde",
-        serde(rename = "remaining_budget_s", serialize_with = "crate::secs::ser")
-    )]
-    pub remaining_budget: Duration,
-    /// What happened.
-    #[cfg_attr(feature = "serde", serde(flatten))]
-    pub kind: EventKind,
+/// The first answer's events, kept as numbers: the first attempt started at
+/// `started` with its reservation ending at `reservation_end`, answered
+/// `status` with no `Retry-After` at `answered`, and the action stopped
+/// there with `outcome`. `budget` is the total budget, from which every
+/// event's remaining budget follows. Times in nanoseconds (an elapsed time
+/// that does not fit is simply written out as an event).
+#[derive(Debug, Clone, Copy, Default)]
+struct FirstAnswer {
+    /// How many of the three events these numbers stand for (0 to 3).
+    count: u8,
+    status: u16,
+    outcome: Option<Outcome>,
+    started: u64,
+    reservation_end: u64,
+    answered: u64,
+    budget: u64,
 }
 
-/// What happened at one step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(tag = "kind", rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum EventKind {
-    /// An attempt was sent; its full cap is reserved up to `reservation_end`.
-    AttemptStarted {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// The attempt's deadline, `at + cap`.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
-        )]
-        reservation_end: Duration,
-    },
-    /// A response arrived.
-    Response {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// Its HTTP status.
-        status: u16,
-        /// The `Retry-After` it carried.
-        retry_after: RetryAfterSeen,
-    },
-    /// A wait was planned (the next attempt fits).
-    WaitPlanned {
-        /// How long, from `at`.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
-        )]
-        wait: Duration,
-        /// The earliest next start.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "until_s", serialize_with = "crate::secs::ser")
-        )]
-        until: Duration,
-        /// Where the next attempt's reservation would end.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "reservation_end_s", serialize_with = "crate::secs::ser")
-        )]
-        reservation_end: Duration,
-        /// Why this long.
-        basis: WaitBasis,
-    },
-    /// The timer fired; the wait actually spent ran from `waited_from` to `at`.
-    Woke {
-        /// When the wait began.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser")
-        )]
-        waited_from: Duration,
-        /// How late the timer fired compared with the plan.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "late_by_s", serialize_with = "crate::secs::ser")
-        )]
-        late_by: Duration,
-    },
-    /// The caller left. If it left during a wait, the wait actually spent ran
-    /// from `waited_from` to `at`.
-    CallerLeft {
-        /// When the interrupted wait began, if one was interrupted.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "waited_from_s", serialize_with = "crate::secs::ser_opt")
-        )]
-        waited_from: Option<Duration>,
-    },
-    /// The attempt ran past its cap and was abandoned.
-    AttemptTimedOut {
-        /// 1-based attempt number.
-        attempt: u32,
-    },
-    /// The transport failed before a response arrived.
-    TransportFailed {
-        /// 1-based attempt number.
-        attempt: u32,
-    },
-    /// The client's shared retry budget refused the retry just planned: the
-    /// wait is abandoned at once.
-    RetryRefused {
-        /// The 1-based number of the attempt that will not be sent.
-        attempt: u32,
-    },
-    /// Before its first attempt, the action learnt that the service asked
-    /// the client to wait until `until` (elapsed), and the first attempt's
-    /// reservation would not fit after that: nothing is sent.
-    HeldOff {
-        /// When the service's hold-off ends.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "until_s", serialize_with = "crate::secs::ser")
-        )]
-        until: Duration,
-    },
-    /// The server forbade retrying the response of this attempt (gRPC: a
-    /// negative or malformed `grpc-retry-pushback-ms`), although its status
-    /// is one the policy retries: the action stops as `not_retryable`.
-    RetryForbidden {
-        /// 1-based attempt number.
-        attempt: u32,
-    },
-    /// The adapter translated this attempt's response from another
-    /// protocol's signal before telling it to the action (gRPC:
-    /// `grpc-status: 8` RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms`
-    /// as the server's delay). The next event is that response, as told.
-    Translated {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// What the service actually sent, e.g.
-        /// `grpc-status 8 (RESOURCE_EXHAUSTED), grpc-retry-pushback-ms 1000`.
-        from: String,
-    },
-    /// A status that arrived after the response had been returned to the
-    /// caller as a success, and after part of its answer (gRPC: a non-OK
-    /// `grpc-status` in the trailers after messages). Nothing can be retried
-    /// any more; the report is corrected by
-    /// [`Report::status_after_data`](crate::Report::status_after_data).
-    /// Recorded after the `stopped` event.
-    StatusAfterData {
-        /// 1-based number of the attempt whose answer failed.
-        attempt: u32,
-        /// The HTTP equivalent of the late status (gRPC RESOURCE_EXHAUSTED:
-        /// `429`).
-        status: u16,
-        /// What the service actually sent, e.g. `grpc-status 13 (INTERNAL),
-        /// no grpc-retry-pushback-ms`.
-        from: String,
-    },
-    /// The response carried several `Retry-After` values (field lines, or
-    /// a list in one line): the longest valid wait among them counts. Just
-    /// after its [`Response`](EventKind::Response), which shows the value
-    /// that counts.
-    RetryAfterRepeated {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// How many values.
-        values: u32,
-        /// The values as received, joined with `, ` (shortened if long).
-        raw: String,
-    },
-    /// A `Retry-After` date was accepted although it is not in one of the
-    /// forms RFC 9110 requires: one of the documented near-misses (see
-    /// [`HttpDate`](crate::http_date::HttpDate)). Just after its
-    /// [`Response`](EventKind::Response).
-    LenientDate {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// The date as received.
-        raw: String,
-        /// What was tolerated (`one-digit day, zone UTC`).
-        tolerated: String,
-    },
-    /// A rate-limit reset header was read (opt-in; see
-    /// [`ResetHeaders`](crate::reset::ResetHeaders)).
-    ResetHeader {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// The header's name.
-        header: Box<str>,
-        /// How it was read.
-        format: ResetFormat,
-        /// The value as received (shortened if long).
-        raw: Box<str>,
-        /// What it said.
-        #[cfg_attr(feature = "serde", serde(flatten))]
-        reading: ResetRead,
-    },
-    /// A random spread drawn on top of the server's delay (see
-    /// [`PolicyBuilder::spread`](crate::PolicyBuilder::spread)): the
-    /// [`WaitPlanned`](EventKind::WaitPlanned) that follows waits the
-    /// floored delay plus `extra`.
-    Spread {
-        /// 1-based attempt number of the response that asked.
-        attempt: u32,
-        /// The extra wait drawn, in `[0, spread]`.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "extra_s", serialize_with = "crate::secs::ser")
-        )]
-        extra: Duration,
-    },
-    /// A `retry-after-ms` value was read (see
-    /// [`RetryAfterMs`](crate::api_signals::RetryAfterMs)): counted with `Retry-After`,
-    /// the longest valid wait counting. Just after its
-    /// [`Response`](EventKind::Response), one event per value.
-    RetryAfterMs {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// The value as received (shortened if long).
-        raw: Box<str>,
-        /// What it said: a wait (`used` if it is the one that counted), or
-        /// ignored as malformed.
-        #[cfg_attr(feature = "serde", serde(flatten))]
-        reading: ResetRead,
-    },
-    /// The server's explicit word on retrying (see
-    /// [`ShouldRetry`](crate::api_signals::ShouldRetry)), read on a status the policy
-    /// retries: `false` is followed by
-    /// [`RetryForbidden`](EventKind::RetryForbidden); `true` or any other
-    /// value changes nothing.
-    ShouldRetry {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// The header (`x-should-retry`).
-        header: Box<str>,
-        /// The value as received (shortened if long).
-        raw: Box<str>,
-        /// `false`: do not retry; `true`: fine; `null`: neither word.
-        says: Option<bool>,
-    },
-    /// The response says the quota is used up (OpenAI's
-    /// `insufficient_quota`, sent as `429`): the action stops as
-    /// `not_retryable`, with the category `quota`.
-    QuotaExhausted {
-        /// 1-based attempt number.
-        attempt: u32,
-        /// The code the service gave.
-        code: Box<str>,
-    },
-    /// The client's shared hold-off store (across processes, e.g. Redis)
-    /// was unavailable when the action started: its hold-offs were read from
-    /// this process's own map alone (holds from other processes may be
-    /// missing). Recorded once, before the first attempt; changes no
-    /// decision.
-    SharedStoreUnavailable,
-    /// The action stopped.
-    Stopped {
-        /// Why.
-        outcome: Outcome,
-    },
+/// A time in whole nanoseconds, if it fits (in `u64` arithmetic: this runs
+/// for every event).
+fn nanos(d: Duration) -> Option<u64> {
+    d.as_secs()
+        .checked_mul(1_000_000_000)?
+        .checked_add(u64::from(d.subsec_nanos()))
 }
 
-/// Why a wait is as long as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(tag = "source", rename_all = "snake_case"))]
-#[non_exhaustive]
-pub enum WaitBasis {
-    /// The server's delay, raised to the local floor if shorter (plus a
-    /// [`EventKind::Spread`] just before, if any).
-    Server {
-        /// The delay the server asked for (for a date: date − calendar time
-        /// at receipt, never negative).
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
-        )]
-        requested: Duration,
-    },
-    /// No usable `Retry-After`: `base^completed` seconds (capped, if the
-    /// policy caps the fallback).
-    Fallback {
-        /// Attempts completed so far.
-        completed: u32,
-    },
-    /// No usable `Retry-After`: the fallback wait, spread by the policy's
-    /// [`Jitter`](crate::Jitter).
-    FallbackJittered {
-        /// Attempts completed so far.
-        completed: u32,
-        /// The fallback wait before jitter.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "unjittered_s", serialize_with = "crate::secs::ser")
-        )]
-        unjittered: Duration,
-    },
-    /// Before the first attempt: another action to the same service was
-    /// asked to wait (429 with `Retry-After`), and this one honours it.
-    HoldOff,
-    /// The server's delay from a rate-limit reset header (no usable
-    /// `Retry-After`, or a shorter one), raised to the local floor if
-    /// shorter (plus a [`EventKind::Spread`] just before, if any). The
-    /// [`EventKind::ResetHeader`] marked `used` names it.
-    ResetHeader {
-        /// The delay the header asked for.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "requested_s", serialize_with = "crate::secs::ser")
-        )]
-        requested: Duration,
-    },
+impl FirstAnswer {
+    /// The first attempt started at `at`, if nothing came before.
+    fn start(&mut self, at: Duration, budget: Duration, reservation_end: Duration) -> bool {
+        let (0, Some(at), Some(budget), Some(end)) =
+            (self.count, nanos(at), nanos(budget), nanos(reservation_end))
+        else {
+            return false;
+        };
+        *self = Self {
+            count: 1,
+            started: at,
+            reservation_end: end,
+            budget,
+            ..*self
+        };
+        true
+    }
+
+    /// Its response, `status` with no `Retry-After`, at `at`, if it
+    /// follows the start directly.
+    fn answer(&mut self, at: Duration, budget: Duration, status: u16) -> bool {
+        let (1, Some(at), Some(budget)) = (self.count, nanos(at), nanos(budget)) else {
+            return false;
+        };
+        if budget != self.budget {
+            return false;
+        }
+        self.status = status;
+        self.answered = at;
+        self.count = 2;
+        true
+    }
+
+    /// The stop at `at` with `outcome`, if it follows that response at
+    /// the same time.
+    fn stop(&mut self, at: Duration, budget: Duration, outcome: Outcome) -> bool {
+        let (2, Some(at), Some(budget)) = (self.count, nanos(at), nanos(budget)) else {
+            return false;
+        };
+        if at != self.answered || budget != self.budget {
+            return false;
+        }
+        self.outcome = Some(outcome);
+        self.count = 3;
+        true
+    }
+
+    /// The event at `index` of those these numbers stand for.
+    fn event(&self, index: usize) -> Option<Event> {
+        if index >= usize::from(self.count) {
+            return None;
+        }
+        let (at, kind) = match (index, self.outcome) {
+            (0, _) => (
+                self.started,
+                EventKind::AttemptStarted {
+                    attempt: 1,
+                    reservation_end: Duration::from_nanos(self.reservation_end),
+                },
+            ),
+            (1, _) => (
+                self.answered,
+                EventKind::Response {
+                    attempt: 1,
+                    status: self.status,
+                    retry_after: RetryAfterSeen::Missing,
+                },
+            ),
+            (_, Some(outcome)) => (self.answered, EventKind::Stopped { outcome }),
+            (_, None) => return None,
+        };
+        let at = Duration::from_nanos(at);
+        Some(Event {
+            at,
+            remaining_budget: Duration::from_nanos(self.budget).saturating_sub(at),
+            kind,
+        })
+    }
+
+    /// The events these numbers stand for.
+    fn write(&self) -> Vec<Event> {
+        let mut events = Vec::with_capacity(3);
+        events.extend((0..usize::from(self.count)).map_while(|i| self.event(i)));
+        events
+    }
+
+    /// The time the first attempt was in flight, if it was answered.
+    fn request_time(&self) -> Duration {
+        if self.count >= 2 {
+            Duration::from_nanos(self.answered.saturating_sub(self.started))
+        } else {
+            Duration::ZERO
+        }
+    }
 }
 
-/// What a reset header said, as recorded in the trail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(tag = "reading", rename_all = "snake_case"))]
-pub enum ResetRead {
-    /// A wait; `used` if it is the wait that counted (longer than any valid
-    /// `Retry-After` and than the other reset headers).
-    Wait {
-        /// The wait from receipt.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "wait_s", serialize_with = "crate::secs::ser")
-        )]
-        wait: Duration,
-        /// Whether this wait counted.
-        used: bool,
-    },
-    /// Ignored.
-    Ignored {
-        /// Why.
-        why: ResetIgnored,
-    },
-}
-
-/// What the reading came to, in words (`asks 3 s, used`, `asks 3 s, not
-/// used (a longer wait counts)`, `ignored: ...`), for a progress line or a
-/// trace.
+/// The trail of an action: its [`Event`]s in order. Reads as a slice
+/// (`Deref<Target = [Event]>`); built from a `Vec<Event>` or an iterator.
 ///
 /// ```
+/// use retry_budget::{Action, Policy, retry_after::RetryAfter};
 /// use std::time::Duration;
-/// use retry_budget::trail::ResetRead;
 ///
-/// let read = ResetRead::Wait { wait: Duration::from_millis(2500), used: true };
-/// assert_eq!(read.to_string(), "asks 2.5 s, used");
-/// let read = ResetRead::Wait { wait: Duration::from_secs(1), used: false };
-/// assert_eq!(read.to_string(), "asks 1 s, not used (a longer wait counts)");
+/// let mut action = Action::new(Policy::default());
+/// action.attempt_started(Duration::ZERO);
+/// action.response(Duration::from_millis(40), 200, &RetryAfter::Missing, None);
+/// let report = action.into_report().unwrap();
+/// assert_eq!(report.events.len(), 3); // started, response, stopped
+/// assert_eq!(report.events.first().map(|e| e.at), Some(Duration::ZERO));
 /// ```
-impl fmt::Display for ResetRead {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Wait { wait, used: true } => write!(f, "asks {}, used", Secs(*wait)),
-            Self::Wait { wait, used: false } => {
-                write!(f, "asks {}, not used (a longer wait counts)", Secs(*wait))
-            }
-            Self::Ignored { why } => write!(f, "ignored: {why}"),
-        }
-    }
+#[derive(Clone)]
+pub struct Trail {
+    store: Store,
 }
 
-/// The `Retry-After` of a response, as recorded in the trail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(tag = "form", rename_all = "snake_case"))]
-pub enum RetryAfterSeen {
-    /// No header.
-    Missing,
-    /// `delay-seconds`.
-    Seconds {
-        /// The delay.
-        #[cfg_attr(
-            feature = "serde",
-            serde(rename = "value_s", serialize_with = "crate::secs::ser")
-        )]
-        value: Duration,
+/// The one form a trail is kept in.
+#[derive(Clone)]
+enum Store {
+    /// Nothing but (part of) a first answer has happened: its events as
+    /// numbers. `built` holds them built once a reader borrowed them as a
+    /// slice: derived from `numbers` and never written to (the next event
+    /// switches the trail to [`Store::Written`]).
+    First {
+        numbers: FirstAnswer,
+        built: OnceLock<Box<[Event]>>,
     },
-    /// An HTTP-date (written back as IMF-fixdate).
-    Date {
-        /// The date.
-        #[cfg_attr(feature = "serde", serde(serialize_with = "ser_date"))]
-        date: SystemTime,
-    },
-    /// Not usable; the raw value is kept.
-    Invalid {
-        /// The raw value (shortened if long).
-        raw: String,
-    },
-    /// A date that could not be turned into a wait: no trusted calendar
-    /// reading at receipt to place an RFC 850 two-digit year, or to compare
-    /// a date with the other values of a repeated field.
-    Unmeasured {
-        /// The raw value (shortened if long).
-        raw: String,
-    },
+    /// Every event, in order.
+    Written(Vec<Event>),
 }
 
-impl RetryAfterSeen {
-    /// The header as the trail records it at receipt, given the calendar
-    /// reading then: for several values, the one whose wait counts.
-    pub fn at_receipt(value: &RetryAfter, calendar: Option<SystemTime>) -> Self {
-        match value {
-            RetryAfter::Missing => Self::Missing,
-            RetryAfter::Seconds(value) => Self::Seconds { value: *value },
-            RetryAfter::Date(date) => match date.placed(calendar) {
-                Some(date) => Self::Date { date },
-                None => Self::Unmeasured {
-                    raw: date.raw().unwrap_or_default().to_owned(),
-                },
-            },
-            // The raw text as received (cut and made valid UTF-8 by the
-            // parser), not a quoted rendering of it.
-            RetryAfter::Invalid(inv) => Self::Invalid {
-                raw: inv.raw().to_owned(),
-            },
-            RetryAfter::Repeated(repeated) => match value.asked_with_value(calendar) {
-                (Asked::Wait(_), Some(counted)) => Self::at_receipt(counted, calendar),
-                (Asked::Unmeasurable, _) => Self::Unmeasured {
-                    raw: repeated.raw().to_owned(),
-                },
-                _ => Self::Invalid {
-                    raw: repeated.raw().to_owned(),
-                },
+impl Default for Trail {
+    fn default() -> Self {
+        Self {
+            store: Store::First {
+                numbers: FirstAnswer::default(),
+                built: OnceLock::new(),
             },
         }
     }
 }
 
-/// One rendering of a `Retry-After` for people and logs, for the value as
-/// received ([`RetryAfter`], shown as seen without a calendar reading) and
-/// as the trail records it: `none (missing)`, `3 s (valid)`,
-/// `Mon, 01 Jan 2024 12:00:06 GMT (valid date)`, `1.5 (invalid)`, or the
-/// date followed by `(a date no trusted clock can measure)`. Raw values
-/// are shown as received (a header value holds no control character).
-///
-/// ```
-/// use retry_budget::{retry_after::RetryAfter, trail::RetryAfterSeen};
-///
-/// assert_eq!(RetryAfter::parse("3").to_string(), "3 s (valid)");
-/// assert_eq!(RetryAfter::parse("1.5").to_string(), "1.5 (invalid)");
-/// assert_eq!(RetryAfterSeen::Missing.to_string(), "none (missing)");
-/// ```
-impl fmt::Display for RetryAfterSeen {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Missing => f.write_str("none (missing)"),
-            Self::Seconds { value } => write!(f, "{} (valid)", Secs(*value)),
-            Self::Date { date } => write!(f, "{} (valid date)", httpdate::fmt_http_date(*date)),
-            Self::Invalid { raw } => write!(f, "{raw} (invalid)"),
-            Self::Unmeasured { raw } => {
-                write!(f, "{raw} (a date no trusted clock can measure)")
+impl Trail {
+    /// An empty trail (no allocation).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The events, as a slice (a first answer's built at the first read).
+    pub fn as_slice(&self) -> &[Event] {
+        match &self.store {
+            Store::Written(events) => events,
+            Store::First { numbers, .. } if numbers.count == 0 => &[],
+            Store::First { numbers, built } => {
+                built.get_or_init(|| numbers.write().into_boxed_slice())
             }
         }
     }
-}
 
-/// As [`RetryAfterSeen`] shows it, seen without a calendar reading.
-impl fmt::Display for RetryAfter {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        RetryAfterSeen::from(self).fmt(f)
+    /// How many events the trail holds (builds nothing).
+    pub fn len(&self) -> usize {
+        match &self.store {
+            Store::Written(events) => events.len(),
+            Store::First { numbers, .. } => usize::from(numbers.count),
+        }
+    }
+
+    /// Whether the trail holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The event at `index`, without building the whole trail: borrowed if
+    /// it is written (or already built for a reader), built for the caller
+    /// if not. For a reader that looks at a few events once (a listener
+    /// handed each new event) and would otherwise make the trail build
+    /// itself.
+    ///
+    /// ```
+    /// use retry_budget::{Action, Policy, retry_after::RetryAfter, trail::EventKind};
+    /// use std::time::Duration;
+    ///
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// action.response(Duration::from_millis(40), 200, &RetryAfter::Missing, None);
+    /// let trail = action.trail();
+    /// assert_eq!(trail.len(), 3);
+    /// let last = trail.get(2).unwrap();
+    /// assert!(matches!(last.kind, EventKind::Stopped { .. }));
+    /// assert!(trail.get(3).is_none());
+    /// ```
+    pub fn get(&self, index: usize) -> Option<Cow<'_, Event>> {
+        match &self.store {
+            Store::Written(events) => events.get(index).map(Cow::Borrowed),
+            Store::First { built, .. } if built.get().is_some() => built
+                .get()
+                .and_then(|events| events.get(index))
+                .map(Cow::Borrowed),
+            Store::First { numbers, .. } => numbers.event(index).map(Cow::Owned),
+        }
+    }
+
+    /// The time spent with an attempt in flight and the time spent
+    /// waiting, in total, read off the events: an attempt runs from its
+    /// start to its response, time-out, failure or the caller's leaving; a
+    /// wait from its `waited_from` to the wake or the leaving. (Reads a
+    /// first answer from its numbers, building nothing.)
+    pub(crate) fn times(&self) -> (Duration, Duration) {
+        let events = match &self.store {
+            Store::Written(events) => events,
+            Store::First { numbers, .. } => return (numbers.request_time(), Duration::ZERO),
+        };
+        let (mut request, mut wait) = (Duration::ZERO, Duration::ZERO);
+        let mut in_flight = None;
+        for event in events {
+            match event.kind {
+                EventKind::AttemptStarted { .. } => in_flight = Some(event.at),
+                EventKind::Response { .. }
+                | EventKind::AttemptTimedOut { .. }
+                | EventKind::TransportFailed { .. }
+                | EventKind::CallerLeft { waited_from: None } => {
+                    if let Some(started) = in_flight.take() {
+                        request = request.saturating_add(event.at.saturating_sub(started));
+                    }
+                }
+                EventKind::Woke { waited_from, .. }
+                | EventKind::CallerLeft {
+                    waited_from: Some(waited_from),
+                } => wait = wait.saturating_add(event.at.saturating_sub(waited_from)),
+                _ => {}
+            }
+        }
+        (request, wait)
+    }
+
+    /// The events, as a `Vec`.
+    pub fn into_vec(self) -> Vec<Event> {
+        match self.store {
+            Store::Written(events) => events,
+            Store::First { numbers, built } => built
+                .into_inner()
+                .map_or_else(|| numbers.write(), Vec::from),
+        }
+    }
+
+    /// The events written out, to be added to: switches a first answer's
+    /// numbers to their events.
+    fn written_mut(&mut self) -> &mut Vec<Event> {
+        if let Store::First { .. } = self.store {
+            let first = std::mem::replace(&mut self.store, Store::Written(Vec::new()));
+            self.store = Store::Written(Trail { store: first }.into_vec());
+        }
+        match &mut self.store {
+            Store::Written(events) => events,
+            Store::First { .. } => unreachable!("written out just above"),
+        }
+    }
+
+    /// The first answer's numbers, if the trail is still kept as numbers
+    /// and nobody has read them as a slice.
+    fn numbers_mut(&mut self) -> Option<&mut FirstAnswer> {
+        match &mut self.store {
+            Store::First { numbers, built } if built.get().is_none() => Some(numbers),
+            _ => None,
+        }
+    }
+
+    /// Appends the event `kind` at `at` under a total budget of `budget`,
+    /// written out (the three events a first answer may keep as numbers
+    /// come through [`attempt_started`](Self::attempt_started),
+    /// [`response`](Self::response) and [`stopped`](Self::stopped)).
+    pub(crate) fn record(&mut self, at: Duration, budget: Duration, kind: EventKind) {
+        self.push(Event {
+            at,
+            remaining_budget: budget.saturating_sub(at),
+            kind,
+        });
+    }
+
+    /// Appends the start of attempt `attempt` at `at`, its reservation
+    /// ending at `reservation_end`: kept as numbers if it starts a first
+    /// answer, written otherwise.
+    pub(crate) fn attempt_started(
+        &mut self,
+        at: Duration,
+        budget: Duration,
+        attempt: u32,
+        reservation_end: Duration,
+    ) {
+        if attempt == 1
+            && self
+                .numbers_mut()
+                .is_some_and(|first| first.start(at, budget, reservation_end))
+        {
+            return;
+        }
+        self.record(
+            at,
+            budget,
+            EventKind::AttemptStarted {
+                attempt,
+                reservation_end,
+            },
+        );
+    }
+
+    /// Appends the response of attempt `attempt` at `at` (`Retry-After` as
+    /// seen at receipt, given the calendar reading): likewise.
+    pub(crate) fn response(
+        &mut self,
+        at: Duration,
+        budget: Duration,
+        (attempt, status): (u32, u16),
+        retry_after: &RetryAfter,
+        calendar: Option<SystemTime>,
+    ) {
+        if attempt == 1
+            && matches!(retry_after, RetryAfter::Missing)
+            && self
+                .numbers_mut()
+                .is_some_and(|first| first.answer(at, budget, status))
+        {
+            return;
+        }
+        self.record(
+            at,
+            budget,
+            EventKind::Response {
+                attempt,
+                status,
+                retry_after: RetryAfterSeen::at_receipt(retry_after, calendar),
+            },
+        );
+    }
+
+    /// Appends the stop at `at` with `outcome`: likewise.
+    pub(crate) fn stopped(&mut self, at: Duration, budget: Duration, outcome: Outcome) {
+        if self
+            .numbers_mut()
+            .is_some_and(|first| first.stop(at, budget, outcome))
+        {
+            return;
+        }
+        self.record(at, budget, EventKind::Stopped { outcome });
+    }
+
+    /// Appends an event (written out).
+    pub(crate) fn push(&mut self, event: Event) {
+        self.written_mut().push(event);
     }
 }
 
-/// As recorded without a calendar reading (see
-/// [`RetryAfterSeen::at_receipt`]).
-impl From<&RetryAfter> for RetryAfterSeen {
-    fn from(value: &RetryAfter) -> Self {
-        Self::at_receipt(value, None)
+impl Deref for Trail {
+    type Target = [Event];
+
+    fn deref(&self) -> &[Event] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for Trail {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Trail {}
+
+impl fmt::Debug for Trail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl From<Vec<Event>> for Trail {
+    fn from(events: Vec<Event>) -> Self {
+        Self {
+            store: Store::Written(events),
+        }
+    }
+}
+
+impl FromIterator<Event> for Trail {
+    fn from_iter<I: IntoIterator<Item = Event>>(iter: I) -> Self {
+        Self::from(iter.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl Extend<Event> for Trail {
+    fn extend<I: IntoIterator<Item = Event>>(&mut self, iter: I) {
+        for event in iter {
+            self.push(event);
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Trail {
+    type Item = &'a Event;
+    type IntoIter = std::slice::Iter<'a, Event>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl IntoIterator for Trail {
+    type Item = Event;
+    type IntoIter = std::vec::IntoIter<Event>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_vec().into_iter()
+    }
+}
+
+impl PartialEq<Vec<Event>> for Trail {
+    fn eq(&self, other: &Vec<Event>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<Trail> for Vec<Event> {
+    fn eq(&self, other: &Trail) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl PartialEq<[Event]> for Trail {
+    fn eq(&self, other: &[Event]) -> bool {
+        self.as_slice() == other
     }
 }
 
 #[cfg(feature = "serde")]
-fn ser_date<S: serde::Serializer>(date: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&httpdate::fmt_http_date(*date))
+impl serde::Serialize for Trail {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.as_slice())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_trail_keeps_the_raw_text_and_one_rendering_serves_both_types() {
-        let seen = |raw: &str| RetryAfterSeen::from(&RetryAfter::parse(raw));
-        assert_eq!(
-            seen("tomorrow"),
-            RetryAfterSeen::Invalid {
-                raw: "tomorrow".into()
+    impl Trail {
+        /// Whether the events exist as events (written out, or built for
+        /// a reader), not only as a first answer's numbers.
+        fn written(&self) -> bool {
+            match &self.store {
+                Store::Written(_) => true,
+                Store::First { built, .. } => built.get().is_some(),
             }
-        );
-        assert_eq!(
-            seen("\"quoted\""),
-            RetryAfterSeen::Invalid {
-                raw: "\"quoted\"".into()
-            }
-        );
-        let repeated = RetryAfter::from_values([&b"soon"[..], &b"later"[..]]);
-        assert_eq!(
-            RetryAfterSeen::from(&repeated),
-            RetryAfterSeen::Invalid {
-                raw: "soon, later".into()
-            }
-        );
-        for (value, shown) in [
-            ("3", "3 s (valid)"),
-            ("1.5", "1.5 (invalid)"),
-            ("tomorrow", "tomorrow (invalid)"),
-            (
-                "Mon, 01 Jan 2024 12:00:06 GMT",
-                "Mon, 01 Jan 2024 12:00:06 GMT (valid date)",
-            ),
-        ] {
-            assert_eq!(RetryAfter::parse(value).to_string(), shown);
         }
-        assert_eq!(seen("tomorrow").to_string(), "tomorrow (invalid)");
-        let unmeasured = RetryAfterSeen::Unmeasured {
-            raw: "Monday, 01-Jan-24 12:00:06 GMT".into(),
+
+        /// The first answer's numbers, while the trail is kept as them.
+        fn numbers(&self) -> Option<&FirstAnswer> {
+            match &self.store {
+                Store::First { numbers, .. } => Some(numbers),
+                Store::Written(_) => None,
+            }
+        }
+    }
+
+    const BUDGET: Duration = Duration::from_secs(20);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn started(at: Duration) -> (Duration, EventKind) {
+        let kind = EventKind::AttemptStarted {
+            attempt: 1,
+            reservation_end: at.saturating_add(Duration::from_secs(4)),
         };
+        (at, kind)
+    }
+
+    fn answered(at: Duration, status: u16) -> (Duration, EventKind) {
+        let kind = EventKind::Response {
+            attempt: 1,
+            status,
+            retry_after: RetryAfterSeen::Missing,
+        };
+        (at, kind)
+    }
+
+    fn stopped(at: Duration) -> (Duration, EventKind) {
+        let kind = EventKind::Stopped {
+            outcome: Outcome::Success,
+        };
+        (at, kind)
+    }
+
+    /// Records `kind` at `at` the way the `Action` does: the three events
+    /// of a first answer through their own methods, any other with
+    /// `record`.
+    fn tell(trail: &mut Trail, at: Duration, kind: EventKind) {
+        match kind {
+            EventKind::AttemptStarted {
+                attempt,
+                reservation_end,
+            } => trail.attempt_started(at, BUDGET, attempt, reservation_end),
+            EventKind::Response {
+                attempt,
+                status,
+                retry_after,
+            } => {
+                let header = match retry_after {
+                    RetryAfterSeen::Missing => RetryAfter::Missing,
+                    RetryAfterSeen::Seconds { value } => RetryAfter::Seconds(value),
+                    other => panic!("not used by these tests: {other:?}"),
+                };
+                trail.response(at, BUDGET, (attempt, status), &header, None);
+            }
+            EventKind::Stopped { outcome } => trail.stopped(at, BUDGET, outcome),
+            kind => trail.record(at, BUDGET, kind),
+        }
+    }
+
+    /// The trail recorded event by event, and the events it must read as.
+    fn both(steps: &[(Duration, EventKind)]) -> (Trail, Vec<Event>) {
+        let mut trail = Trail::new();
+        let mut expected = Vec::new();
+        for (at, kind) in steps.iter().cloned() {
+            tell(&mut trail, at, kind.clone());
+            expected.push(Event {
+                at,
+                remaining_budget: BUDGET.saturating_sub(at),
+                kind,
+            });
+        }
+        (trail, expected)
+    }
+
+    #[test]
+    fn nanos_fit_or_not() {
+        assert_eq!(nanos(Duration::ZERO), Some(0));
+        assert_eq!(nanos(Duration::new(3, 7)), Some(3_000_000_007));
+        assert_eq!(nanos(Duration::from_nanos(u64::MAX)), Some(u64::MAX));
         assert_eq!(
-            unmeasured.to_string(),
-            "Monday, 01-Jan-24 12:00:06 GMT (a date no trusted clock can measure)"
+            nanos(Duration::from_nanos(u64::MAX) + Duration::from_nanos(1)),
+            None
         );
-        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_704_110_400);
-        let dated = RetryAfterSeen::at_receipt(
-            &RetryAfter::parse("Mon, 01 Jan 2024 12:00:06 GMT"),
-            Some(at),
-        );
-        assert_eq!(
-            dated.to_string(),
-            "Mon, 01 Jan 2024 12:00:06 GMT (valid date)"
-        );
+        assert_eq!(nanos(Duration::MAX), None);
+    }
+
+    #[test]
+    fn a_first_answer_is_written_only_when_read() {
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(40), 200), stopped(ms(40))]);
+        assert!(!trail.written(), "nothing written yet");
+        assert_eq!(trail.numbers().map(|first| first.count), Some(3));
+        assert_eq!(trail.as_slice(), expected.as_slice());
+        assert!(trail.written());
+        assert_eq!(trail.clone().into_vec(), expected);
+    }
+
+    #[test]
+    fn get_builds_an_event_without_writing_the_trail() {
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(40), 200), stopped(ms(40))]);
+        for (i, event) in expected.iter().enumerate() {
+            assert_eq!(trail.get(i).as_deref(), Some(event));
+        }
+        assert_eq!(trail.get(3), None);
+        assert_eq!(trail.len(), 3);
+        assert!(!trail.written(), "nothing written by get or len");
+        let _ = trail.as_slice();
+        assert_eq!(trail.get(1).as_deref(), Some(&expected[1]));
+        assert!(matches!(trail.get(1), Some(Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn every_prefix_reads_as_its_events() {
+        let steps = [started(ms(5)), answered(ms(45), 404), stopped(ms(45))];
+        for n in 0..=steps.len() {
+            let (trail, expected) = both(&steps[..n]);
+            assert_eq!(trail.len(), n);
+            assert_eq!(trail, expected);
+            assert_eq!(format!("{trail:?}"), format!("{expected:?}"));
+        }
+    }
+
+    #[test]
+    fn events_after_a_read_are_kept_in_order() {
+        let mut trail = Trail::new();
+        let (at, kind) = started(ms(0));
+        tell(&mut trail, at, kind);
+        assert_eq!(trail.len(), 1); // read: written out
+        let (at, kind) = answered(ms(10), 200);
+        tell(&mut trail, at, kind);
+        let (at, kind) = stopped(ms(10));
+        tell(&mut trail, at, kind);
+        let (_, expected) = both(&[started(ms(0)), answered(ms(10), 200), stopped(ms(10))]);
+        assert_eq!(trail, expected);
+    }
+
+    #[test]
+    fn any_other_event_writes_the_first_ones_out() {
+        let wait = EventKind::WaitPlanned {
+            wait: ms(1000),
+            until: ms(1010),
+            reservation_end: ms(5010),
+            basis: WaitBasis::Fallback { completed: 1 },
+        };
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(10), 429), (ms(10), wait)]);
+        assert!(trail.written());
+        assert_eq!(trail, expected);
+
+        // A Retry-After seen, a second attempt, a stop at another time, a
+        // time too large for nanoseconds: written as they come.
+        let seen = EventKind::Response {
+            attempt: 1,
+            status: 200,
+            retry_after: RetryAfterSeen::Seconds { value: ms(1000) },
+        };
+        for steps in [
+            vec![started(ms(0)), (ms(3), seen)],
+            vec![started(ms(0)), answered(ms(3), 200), stopped(ms(4))],
+            vec![started(Duration::MAX)],
+            vec![(
+                ms(0),
+                EventKind::AttemptStarted {
+                    attempt: 2,
+                    reservation_end: ms(4000),
+                },
+            )],
+        ] {
+            let (trail, expected) = both(&steps);
+            assert!(trail.written(), "{steps:?}");
+            assert_eq!(trail, expected);
+        }
+    }
+
+    #[test]
+    fn pushed_and_extended_events_follow_the_first_ones() {
+        let (mut trail, mut expected) = both(&[started(ms(0)), answered(ms(10), 200)]);
+        let extra = Event {
+            at: ms(20),
+            remaining_budget: ms(19_980),
+            kind: EventKind::Stopped {
+                outcome: Outcome::Cancelled,
+            },
+        };
+        trail.extend([extra.clone()]);
+        expected.push(extra);
+        assert_eq!(trail, expected);
+        assert_eq!(trail.into_iter().collect::<Vec<_>>(), expected);
     }
 }

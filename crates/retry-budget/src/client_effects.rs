@@ -1,0 +1,71 @@
+//! What an action asks its caller to tell the state it shares with the
+//! client's other actions ([`ClientEffects`]), each effect told once.
+
+use std::time::Duration;
+
+/// What an action asks its caller to tell the state it shares with the
+/// client's other actions, after an input: see
+/// [`Action::client_effects`](crate::Action::client_effects).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientEffects {
+    /// The first attempt has started: count it in a client-wide retry
+    /// budget (tower's `Budget::deposit`).
+    pub deposit: bool,
+    /// A retry has been planned: withdraw it from the client-wide retry
+    /// budget, and if that refuses, tell the action
+    /// [`retry_refused`](crate::Action::retry_refused).
+    pub withdraw: bool,
+    /// The service asked the client to wait until this elapsed time (see
+    /// [`Action::server_asked_until`](crate::Action::server_asked_until)): publish it to a shared hold-off map.
+    pub hold_until: Option<Duration>,
+}
+
+impl ClientEffects {
+    /// Whether there is nothing to tell.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// What [`Action::client_effects`](crate::Action::client_effects) has already answered, so that each
+/// effect is answered once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Told {
+    deposited: bool,
+    // Attempt numbers (at most `MAX_ATTEMPTS_LIMIT`): two bytes each keep
+    // the action under a 16-byte step of the allocator.
+    withdrawn_after: u16,
+    held_after: u16,
+}
+
+impl Told {
+    /// The effects not told yet, now that `attempts_started` attempts have
+    /// started, the action `waiting` for a retry or not, and the service
+    /// having asked the client to wait `hold_until` (if it did): a deposit
+    /// once the first attempt has started, a withdrawal once per planned
+    /// retry, a hold-off once per attempt that asked for one.
+    pub(crate) fn tell(
+        &mut self,
+        attempts_started: u32,
+        waiting: bool,
+        hold_until: Option<Duration>,
+    ) -> ClientEffects {
+        let started = u16::try_from(attempts_started).unwrap_or(u16::MAX);
+        let deposit = started > 0 && !self.deposited;
+        let withdraw = waiting && started > 0 && self.withdrawn_after < started;
+        let hold_until = hold_until.filter(|_| self.held_after < started);
+        self.deposited |= deposit;
+        if withdraw {
+            self.withdrawn_after = started;
+        }
+        if hold_until.is_some() {
+            self.held_after = started;
+        }
+        ClientEffects {
+            deposit,
+            withdraw,
+            hold_until,
+        }
+    }
+}
