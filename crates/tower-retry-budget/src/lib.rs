@@ -238,12 +238,14 @@
 mod attempt_info;
 pub mod budget;
 mod builder;
+mod cancel;
 pub mod calendar;
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub mod classify;
 mod clock;
 mod error;
+mod extra;
 mod future;
 pub mod gate;
 pub mod grpc;

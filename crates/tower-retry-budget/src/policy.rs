@@ -94,7 +94,7 @@ struct Run {
 impl Run {
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.clock.elapsed();
-        crate::trace::step(&mut self.action, now, self.traced, None, input)
+        crate::trace::step(&mut self.action, now, self.traced, |_| {}, input)
     }
 }
 

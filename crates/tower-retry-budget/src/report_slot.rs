@@ -4,8 +4,12 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use http::request::Parts;
 use retry_budget::Report;
 use tokio::time::Instant;
+
+use crate::clock::Clock;
+use crate::extra::{ActionExtra, Extra};
 
 /// A place for the [`Report`] of one request, shared between the caller and
 /// the layer.
@@ -105,3 +109,23 @@ impl fmt::Debug for ReportSlot {
 /// layer removes it from the response and fills it with the report.
 #[derive(Debug, Clone)]
 pub(crate) struct LateReport(pub(crate) ReportSlot);
+
+/// The retry layer's extra that fills the [`ReportSlot`] a request carries.
+pub(crate) struct SlotExtra;
+
+impl Extra for SlotExtra {
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+        let slot = request?.extensions.get::<ReportSlot>()?.clone();
+        Some(Box::new(slot))
+    }
+}
+
+impl ActionExtra for ReportSlot {
+    fn wants_report(&self) -> bool {
+        true
+    }
+
+    fn report(&mut self, report: &Report, clock: &mut Clock) {
+        self.fill(report.clone(), Some(clock.origin()));
+    }
+}

@@ -1,15 +1,18 @@
 //! [`RetrySignal`]: what a response head tells the budget.
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use http::header::RETRY_AFTER;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use retry_budget::{
     api_signals::{RetryAfterMs, ShouldRetry, RETRY_AFTER_MS, X_SHOULD_RETRY},
     reset::{ResetFormat, ResetHeaders},
     retry_after::{RetryAfter, MAX_KEPT_RAW},
+    Answer,
 };
+
+use crate::quota::QuotaExhausted;
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,18 +24,6 @@ pub struct Signal {
     reset_headers: Option<ResetHeaders>,
     retry_after_ms: Option<RetryAfterMs>,
     should_retry: Option<ShouldRetry>,
-}
-
-/// A [`Signal`] taken apart, for the one place a response is told to the
-/// core.
-pub(crate) struct SignalParts {
-    pub(crate) status: u16,
-    pub(crate) retry_after: RetryAfter,
-    pub(crate) forbidden: bool,
-    pub(crate) translated_from: Option<String>,
-    pub(crate) resets: Option<ResetHeaders>,
-    pub(crate) retry_after_ms: Option<RetryAfterMs>,
-    pub(crate) should_retry: Option<ShouldRetry>,
 }
 
 impl Signal {
@@ -123,16 +114,45 @@ impl Signal {
         self.translated_from.as_deref()
     }
 
-    pub(crate) fn into_parts(self) -> SignalParts {
-        SignalParts {
-            status: self.status,
-            retry_after: self.retry_after,
-            forbidden: self.retry_forbidden,
-            translated_from: self.translated_from,
-            resets: self.reset_headers,
-            retry_after_ms: self.retry_after_ms,
-            should_retry: self.should_retry,
+    /// The core's [`Answer`]: this reading, moved in (its `Retry-After`
+    /// lent), with the calendar read (`calendar`) only if a date needs it
+    /// and what a layer below found in the body (`extensions`): **the one
+    /// place a response becomes what the core is told**.
+    pub(crate) fn answer(
+        &mut self,
+        calendar: impl FnOnce() -> Option<SystemTime>,
+        extensions: &Extensions,
+    ) -> Answer<'_> {
+        // The calendar clock is read only when the core needs it: a date,
+        // or a reset header given as a calendar time.
+        let needs_calendar = self.retry_after.needs_calendar()
+            || self
+                .reset_headers
+                .as_ref()
+                .is_some_and(ResetHeaders::needs_calendar);
+        let mut answer = Answer::new(self.status, &self.retry_after)
+            .calendar(if needs_calendar { calendar() } else { None })
+            .forbidden(self.retry_forbidden);
+        if let Some(resets) = self.reset_headers.take() {
+            answer = answer.resets(resets);
         }
+        if let Some(from) = self.translated_from.take() {
+            answer = answer.translated_from(from);
+        }
+        if let Some(values) = self.retry_after_ms.take() {
+            answer = answer.retry_after_ms(values);
+        }
+        if let Some(word) = self.should_retry.take() {
+            answer = answer.should_retry(word);
+        }
+        // A layer below read the body: the service said its quota is used
+        // up (only ever said of an error status; a success skips the look).
+        if self.status >= 400 {
+            if let Some(quota) = extensions.get::<QuotaExhausted>() {
+                answer = answer.quota(quota.code());
+            }
+        }
+        answer
     }
 }
 
@@ -255,6 +275,20 @@ pub struct GrpcSignal;
 pub const GRPC_STATUS: &str = "grpc-status";
 /// `grpc-retry-pushback-ms` (gRFC A6).
 pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
+/// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
+/// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
+/// trailers inside the body, where no trailers frame will come.
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return false;
+    };
+    let value = value.as_bytes();
+    let prefix = b"application/grpc";
+    value.len() >= prefix.len()
+        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && matches!(value.get(prefix.len()), None | Some(b'+' | b';'))
+}
 
 /// A response extension: the head's `grpc-status` was copied from trailers
 /// that followed the initial metadata with no message.
