@@ -127,7 +127,9 @@ impl ExtraList {
     /// Whether the layer is configured with an extra of type `E`.
     #[cfg(test)]
     pub(crate) fn has<E: Extra>(&self) -> bool {
-        self.configured.iter().any(|(id, _)| *id == TypeId::of::<E>())
+        self.configured
+            .iter()
+            .any(|(id, _)| *id == TypeId::of::<E>())
     }
 
     /// The parts of the action of `request`, which each extra may mark.
@@ -300,7 +302,12 @@ impl Extras {
     }
 
     /// See [`ActionExtra::deliver`].
-    pub(crate) fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
+    pub(crate) fn deliver(
+        &mut self,
+        extensions: &mut Extensions,
+        report: &Report,
+        clock: &mut Clock,
+    ) {
         for part in self.each() {
             part.deliver(extensions, report, clock);
         }

@@ -11,9 +11,10 @@
 //!
 //! Every attempt, the first included, is the same `Attempt` state, entered
 //! the same way (the core answers [`Decision::AwaitResponse`] to
-//! [`Action::attempt_started`], and the request is copied, or moved for the
-//! last attempt). Every decision comes from the core [`Action`]: the future
-//! feeds it what happened and when ([`Ctx::step`]) and obeys
+//! `Action::attempt_started`, and the request is copied, or moved for the
+//! last attempt). Every decision comes from the core
+//! [`Action`](retry_budget::Action): the future feeds it what happened and
+//! when ([`Ctx::step`]) and obeys
 //! ([`Budgeted::obey`]). A response is interpreted in one place
 //! ([`Ctx::response`]: one [`Answer`](retry_budget::Answer) per response)
 //! and the action ends in one place ([`Ctx::finish`]). One [`Sleep`],
@@ -22,8 +23,8 @@
 //!
 //! Everything else an action does (an observer, a hold-off map, the
 //! caller's report slot and cancellation token, a replay handle, attempt
-//! deadlines) is an extra the layer holds: the future calls the action's
-//! [`Extras`] at fixed moments, without knowing what they are.
+//! deadlines) is an extra the layer holds, which [`Ctx`] calls at fixed
+//! moments without knowing what it is.
 //!
 //! No task is spawned. Dropping the future is the caller leaving: the attempt
 //! in flight is dropped with it, the core is told, and nothing continues in
@@ -38,178 +39,14 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{Action, Decision, Report};
+use retry_budget::Decision;
 use tokio::time::{Instant, Sleep};
 use tower::Service;
 
-use crate::clock::Clock;
+use crate::ctx::{Ctx, Ending, Output};
 use crate::error::{Error, ErrorKind};
-use crate::extra::Extras;
-use crate::layer::{Config, ReportMode};
-use crate::{held, request};
-
-/// One action's runtime state besides its pinned parts.
-pub(crate) struct Ctx<S, B> {
-    /// The core's state machine, in place (a trail it must write out goes
-    /// on the heap).
-    action: Action,
-    clock: Clock,
-    /// The clone of the inner service that sends the attempts after the
-    /// first (and a first attempt held off).
-    service: S,
-    /// The request each attempt is copied from (or, for the last possible
-    /// attempt, moved out of); `None` once no attempt can follow.
-    template: Option<Request<B>>,
-    config: Arc<Config>,
-    /// What the action tells besides the core, through one interface.
-    extras: Extras,
-    /// Whether the client shares state with this action (a client budget
-    /// or an extra's, a hold-off map): if not, a step does not ask the
-    /// core for the effects on it.
-    shared: bool,
-}
-
-/// How an action ended, besides its report.
-type Ending<R, E> = Result<R, ErrorKind<E>>;
-
-/// What the future gives the caller.
-type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
-
-impl<S, B> Ctx<S, B> {
-    pub(crate) fn new(config: Arc<Config>, service: S, extras: Extras) -> Self {
-        let shared = config.budget.is_some() || extras.shares();
-        Self {
-            action: config.action(),
-            clock: Clock::unread(),
-            service,
-            template: None,
-            config,
-            extras,
-            shared,
-        }
-    }
-
-    /// Feeds one input to the action at this poll's time, has its events
-    /// traced and heard, and tells the client's shared state what the core
-    /// says is due (a deposit, a withdrawal, whose refusal is told back,
-    /// what the extras share). The only way the adapter talks to the core.
-    pub(crate) fn step(
-        &mut self,
-        input: impl FnOnce(&mut Action, Duration) -> Decision,
-    ) -> Decision {
-        let now = self.clock.now();
-        let action = &mut self.action;
-        if !self.extras.listening() && !self.shared {
-            // Nobody hears the trail and nothing is shared: the core alone.
-            return input(action, now);
-        }
-        let mut decision = self.extras.step(action, now, input);
-        if !self.shared {
-            return decision;
-        }
-        let effects = action.client_effects();
-        if effects.is_empty() {
-            return decision;
-        }
-        if let Some(budget) = &self.config.budget {
-            if effects.deposit {
-                budget.0.deposit();
-            }
-            if effects.withdraw && !budget.0.withdraw() {
-                decision = self.extras.step(action, now, Action::retry_refused);
-            }
-        }
-        self.extras.effects(&effects, &mut self.clock);
-        decision
-    }
-
-    /// The request for the attempt the core has just started: a copy of
-    /// the template while another attempt may follow, the template itself
-    /// for the last one (never a copy that cannot be sent again), marked
-    /// by the extras.
-    fn next_request(&mut self) -> Request<B>
-    where
-        B: Clone,
-    {
-        let request = if self.action.retry_may_follow() {
-            self.template.as_ref().map(request::copy)
-        } else {
-            self.template.take()
-        };
-        let mut request = request.expect("the request is kept while an attempt may start");
-        self.extras.attempt(request.extensions_mut(), &self.action);
-        request
-    }
-
-    /// **The one place a response is told to the core**: the layer's
-    /// signal reads it, becomes one [`Answer`](retry_budget::Answer) (the
-    /// calendar read only if a date needs it), and the extras add what they
-    /// know (a body that can no longer be replayed). Returns the core's
-    /// decision.
-    fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
-        let (headers, extensions) = (response.headers(), response.extensions());
-        let mut signal = self.config.read(response.status(), headers, extensions);
-        let config = &self.config;
-        let answer = signal.answer(|| config.calendar_reading(headers), extensions);
-        let answer = self.extras.answer(answer);
-        self.step(|action, now| action.respond(now, answer))
-    }
-
-    /// **The one place an action ends** (the core has stopped it): the
-    /// report goes to the extras, and in the response's extensions or the
-    /// error.
-    fn finish<ResB, E>(&mut self, ending: Ending<Response<ResB>, E>) -> Output<ResB, E> {
-        match ending {
-            Ok(mut response) => {
-                // Asked for by nobody (`ReportMode::WhenRetried`, one
-                // attempt, no extra that wants it): no report is built.
-                if self.action.attempts_started() > 1 || !self.report_unasked() {
-                    if let Some(report) = self.conclude() {
-                        let extensions = response.extensions_mut();
-                        self.extras.deliver(extensions, &report, &mut self.clock);
-                        extensions.insert(report);
-                    }
-                }
-                Ok(response)
-            }
-            Err(kind) => Err(self.finish_error(kind)),
-        }
-    }
-
-    /// [`finish`](Self::finish) with an error.
-    pub(crate) fn finish_error<E>(&mut self, kind: ErrorKind<E>) -> Error<E> {
-        Error::new(kind, self.conclude())
-    }
-
-    /// Whether nobody asked for a report of an action that needed no retry
-    /// (see [`ReportMode::WhenRetried`]).
-    fn report_unasked(&self) -> bool {
-        self.config.report_mode == ReportMode::WhenRetried && !self.extras.want_report()
-    }
-
-    /// The stopped action's report, moving its trail out; the extras get
-    /// it too.
-    fn conclude(&mut self) -> Option<Report> {
-        let report = self.action.take_report();
-        debug_assert!(
-            report.is_some(),
-            "an action ends only once the core stopped it"
-        );
-        if let Some(report) = &report {
-            self.extras.report(report, &mut self.clock);
-        }
-        report
-    }
-
-    /// The caller dropped the response future before the end: the core
-    /// records it, and the report goes where it was asked for.
-    #[inline(never)]
-    fn caller_left(&mut self) {
-        self.clock.new_poll();
-        self.step(|action, now| action.caller_left(now));
-        self.conclude();
-    }
-}
+use crate::held;
+use crate::layer::Config;
 
 pin_project! {
     /// The response future of [`RetryBudget`](crate::RetryBudget).
@@ -358,21 +195,7 @@ where
     /// hold-off, or an error (with its report) if nothing is to be sent.
     fn begin(&mut self, inner: &mut S, request: Request<B>) {
         let ctx = &mut self.ctx;
-        ctx.template = Some(request);
-        let before = ctx.extras.before_first(&mut ctx.clock);
-        if before.store_down {
-            ctx.step(|action, now| action.shared_store_unavailable(now));
-        }
-        let mut decision = Decision::StartNow;
-        if let Some(until) = before.held_until {
-            // The service asked the client to wait: the core decides
-            // whether the first attempt waits or is never sent.
-            decision = ctx.step(|action, now| action.hold_off(now, until));
-        }
-        if decision == Decision::StartNow {
-            decision = ctx.step(|action, now| action.attempt_started(now));
-        }
-        self.state = match decision {
+        self.state = match ctx.open(request) {
             Decision::AwaitResponse { .. } => State::Attempt {
                 future: inner.call(ctx.next_request()),
                 armed: false,
@@ -427,7 +250,7 @@ where
         this.ctx.clock.new_poll();
         // The caller's cancellation, watched while the action runs.
         let running = !matches!(this.state.project(), StateProj::Done { .. });
-        if running && this.ctx.extras.cancelled(cx) {
+        if running && this.ctx.cancelled(cx) {
             this.ctx.step(|action, now| action.caller_left(now));
             return Poll::Ready(self.end(Err(ErrorKind::Cancelled)));
         }

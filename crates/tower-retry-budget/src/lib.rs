@@ -238,12 +238,13 @@
 mod attempt_info;
 pub mod budget;
 mod builder;
-mod cancel;
 pub mod calendar;
+mod cancel;
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub mod classify;
 mod clock;
+mod ctx;
 mod error;
 mod extra;
 mod future;

@@ -10,8 +10,9 @@ use http::{Request, Response};
 use retry_budget::Policy;
 use tower::Service;
 
+use crate::ctx::Ctx;
 use crate::error::{Error, ErrorKind};
-use crate::future::{Ctx, ResponseFuture};
+use crate::future::ResponseFuture;
 use crate::layer::Config;
 use crate::request;
 
