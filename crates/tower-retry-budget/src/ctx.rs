@@ -147,7 +147,7 @@ impl<S, B> Ctx<S, B> {
         let (headers, extensions) = (response.headers(), response.extensions());
         let mut signal = self.config.read(response.status(), headers, extensions);
         let config = &self.config;
-        let answer = signal.answer(|| config.calendar_reading(headers), extensions);
+        let answer = signal.answer(|| config.calendar_reading(headers), Some(extensions));
         let answer = self.extras.answer(answer);
         self.step(|action, now| action.respond(now, answer))
     }

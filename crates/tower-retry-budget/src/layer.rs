@@ -11,15 +11,15 @@ use tower::retry::budget::Budget;
 use tower::Layer;
 
 use crate::attempt_info::AttemptDeadlines;
+use crate::body_replay::ReplayExtra;
 use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
 use crate::cancel::Cancellation;
 use crate::extra::ExtraList;
 use crate::hold_off::HoldOff;
 use crate::observer::{Observer, SharedObserver};
-use crate::replay::ReplayExtra;
 use crate::report_slot::SlotExtra;
-use crate::signal::{HttpSignal, RetrySignal, Signal};
+use crate::response_signal::{HttpSignal, RetrySignal, Signal};
 use crate::RetryBudget;
 
 /// Wraps a service in [`RetryBudget`].
@@ -208,13 +208,13 @@ impl RetryBudgetLayer {
     }
 
     /// Reads responses with another [`RetrySignal`]: for gRPC,
-    /// [`GrpcSignal`](crate::signal::GrpcSignal) (Trailers-Only `grpc-status: 8`
+    /// [`GrpcSignal`](crate::response_signal::GrpcSignal) (Trailers-Only `grpc-status: 8`
     /// RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms` as the server's
     /// delay, a negative or malformed pushback forbidding the retry). The
     /// default, [`HttpSignal`], reads the status and `Retry-After`.
     ///
     /// ```
-    /// use tower_retry_budget::{signal::GrpcSignal, Policy, RetryBudgetLayer};
+    /// use tower_retry_budget::{response_signal::GrpcSignal, Policy, RetryBudgetLayer};
     ///
     /// let layer = RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal);
     /// # let _ = layer;

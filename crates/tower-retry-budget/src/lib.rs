@@ -61,12 +61,12 @@
 //! its future and error, [`Idempotent`], [`ReportSlot`],
 //! [`AttemptDeadline`] and the core's policy and report. Each capability
 //! has a module of its own, as tower-http gives each middleware one:
-//! [`hold_off`] (with its Redis store, feature `redis`), [`replay`] (request
+//! [`hold_off`] (with its Redis store, feature `redis`), [`body_replay`] (request
 //! bodies that are not `Clone`), [`grpc`] (a status in trailers),
-//! [`signal`] (what a response head tells the budget), [`calendar`],
+//! [`response_signal`] (what a response head tells the budget), [`calendar`],
 //! [`budget`] (the client-wide retry ratio), [`observer`], [`gate`],
 //! [`single_flight`] (feature `single-flight`), [`idempotent_paths`],
-//! [`policy`] (a `tower::retry::Policy` over the same core) and
+//! [`tower_policy`] (a `tower::retry::Policy` over the same core) and
 //! [`classify`] (feature `tower-http`).
 //!
 //! # What it costs when nothing goes wrong
@@ -98,15 +98,15 @@
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
 //! | `classify.rs` | the tower-http classifier |
-//! | `policy.rs` | [`BudgetPolicy`](crate::policy::BudgetPolicy) for `tower::retry::Retry` |
+//! | `tower_policy.rs` | [`BudgetPolicy`](crate::tower_policy::BudgetPolicy) for `tower::retry::Retry` |
 //! | `trace.rs` | `tracing` events |
 //! | `observer.rs` | [`Observer`](crate::observer::Observer): the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
 //! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
 //! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
 //! | `hold_off/` | [`HoldOff`](crate::hold_off::HoldOff): a `Retry-After` honoured by the whole client, bounded in time and space |
-//! | `replay/` | [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer): request bodies that are not `Clone` |
-//! | `signal.rs` | [`RetrySignal`](crate::signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::signal::HttpSignal), [`GrpcSignal`](crate::signal::GrpcSignal)) |
+//! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone` |
+//! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal)) |
 //! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
 //! | `quota/` | [`QuotaExhausted`](crate::quota::QuotaExhausted), and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
 //! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
@@ -127,14 +127,14 @@
 //! # gRPC / tonic
 //!
 //! A tonic `Channel` gets the same budget by composition. Its request body
-//! is not `Clone`, so [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer) goes above the retry layer and a
-//! map back to `tonic::body::Body` below it; [`GrpcSignal`](crate::signal::GrpcSignal) reads
-//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`](crate::signal::RetrySignal)):
+//! is not `Clone`, so [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer) goes above the retry layer and a
+//! map back to `tonic::body::Body` below it; [`GrpcSignal`](crate::response_signal::GrpcSignal) reads
+//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`](crate::response_signal::RetrySignal)):
 //!
 //! ```
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, replay::{ReplayBody, ReplayBodyLayer}};
+//! use tower_retry_budget::{response_signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, body_replay::{ReplayBody, ReplayBodyLayer}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -165,7 +165,7 @@
 //!   above the replay layer. Other calls pass through untouched, once.
 //! * **What counts as "rate limited".** An intermediary's HTTP `429` (tonic
 //!   would report it as `Unavailable`) is retried as any `429`. With
-//!   [`GrpcSignal`](crate::signal::GrpcSignal), a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
+//!   [`GrpcSignal`](crate::response_signal::GrpcSignal), a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
 //!   told to the budget as its HTTP equivalent, `429`, and
 //!   `grpc-retry-pushback-ms` as the server's delay; a negative or malformed
 //!   pushback forbids the retry (gRFC A6), and the action ends as
@@ -236,6 +236,7 @@
 #![warn(missing_docs)]
 
 mod attempt_info;
+pub mod body_replay;
 pub mod budget;
 mod builder;
 pub mod calendar;
@@ -255,16 +256,15 @@ pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
 pub mod observer;
-pub mod policy;
 pub mod quota;
-pub mod replay;
 mod report_slot;
 mod request;
+pub mod response_signal;
 mod service;
-pub mod signal;
 #[cfg(feature = "single-flight")]
 #[cfg_attr(docsrs, doc(cfg(feature = "single-flight")))]
 pub mod single_flight;
+pub mod tower_policy;
 mod trace;
 
 pub use attempt_info::AttemptDeadline;
@@ -273,6 +273,6 @@ pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
 pub use layer::{ReportMode, RetryBudgetLayer};
 pub use report_slot::ReportSlot;
-pub use request::{may_retry, Idempotent};
+pub use request::{is_budgeted, may_retry, BudgetThis, Idempotent};
 pub use retry_budget::{Jitter, Outcome, Policy, Report};
 pub use service::RetryBudget;

@@ -24,7 +24,7 @@ use retry_budget::Report;
 use crate::clock::Clock;
 use crate::extra::{ActionExtra, Extra};
 use crate::report_slot::LateReport;
-use crate::signal::is_grpc;
+use crate::response_signal::is_grpc;
 
 /// Identifies one action (one budgeted request) for an [`Observer`].
 ///

@@ -96,7 +96,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if !request::may_retry(&request) {
+        if !request::is_budgeted(&request) {
             // Not retryable: no copy, no timer, no report.
             return ResponseFuture::passthrough(self.inner.call(request));
         }

@@ -1,6 +1,6 @@
 //! `tracing` events for the trail: one event per step, with the trail's
 //! fields. Of a response's headers, only `Retry-After` is ever logged (and,
-//! with [`GrpcSignal`](crate::signal::GrpcSignal), `grpc-status` and
+//! with [`GrpcSignal`](crate::response_signal::GrpcSignal), `grpc-status` and
 //! `grpc-retry-pushback-ms`); request headers (Authorization, Cookie, ...)
 //! never are.
 //!

@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 
 use crate::observer::{self, Observed};
 use crate::report_slot::{LateReport, ReportSlot};
-use crate::signal::{GrpcSignal, RetrySignal};
+use crate::response_signal::{GrpcSignal, RetrySignal};
 
 /// What the peek took out of the inner body.
 enum Held<B: Body> {

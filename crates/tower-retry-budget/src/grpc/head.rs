@@ -3,7 +3,7 @@
 
 use http::{Extensions, HeaderMap, HeaderName, StatusCode};
 
-use crate::signal::{is_grpc, GrpcSignal, RetrySignal, StatusFromTrailers, GRPC_STATUS};
+use crate::response_signal::{is_grpc, GrpcSignal, RetrySignal, StatusFromTrailers, GRPC_STATUS};
 
 // Parsed once: a lookup by `&str` parses the name every time.
 const STATUS: HeaderName = HeaderName::from_static(GRPC_STATUS);

@@ -116,12 +116,13 @@ impl Signal {
 
     /// The core's [`Answer`]: this reading, moved in (its `Retry-After`
     /// lent), with the calendar read (`calendar`) only if a date needs it
-    /// and what a layer below found in the body (`extensions`): **the one
-    /// place a response becomes what the core is told**.
+    /// and, for a reader that looks (`body`: the response's extensions),
+    /// what a layer below found in the body: **the one place a response
+    /// becomes what the core is told**.
     pub(crate) fn answer(
         &mut self,
         calendar: impl FnOnce() -> Option<SystemTime>,
-        extensions: &Extensions,
+        body: Option<&Extensions>,
     ) -> Answer<'_> {
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
@@ -148,7 +149,7 @@ impl Signal {
         // A layer below read the body: the service said its quota is used
         // up (only ever said of an error status; a success skips the look).
         if self.status >= 400 {
-            if let Some(quota) = extensions.get::<QuotaExhausted>() {
+            if let Some(quota) = body.and_then(Extensions::get::<QuotaExhausted>) {
                 answer = answer.quota(quota.code());
             }
         }
@@ -217,7 +218,7 @@ impl Signal {
 /// use std::time::Duration;
 /// use http::{Extensions, HeaderMap, StatusCode};
 /// use retry_budget::retry_after::RetryAfter;
-/// use tower_retry_budget::signal::{GrpcSignal, RetrySignal};
+/// use tower_retry_budget::response_signal::{GrpcSignal, RetrySignal};
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("grpc-status", "8".parse().unwrap());
@@ -369,7 +370,7 @@ impl RetrySignal for GrpcSignal {
 /// use std::time::Duration;
 /// use http::{Extensions, HeaderMap, StatusCode};
 /// use retry_budget::reset::ResetFormat;
-/// use tower_retry_budget::signal::{GrpcSignal, ResetSignal, RetrySignal};
+/// use tower_retry_budget::response_signal::{GrpcSignal, ResetSignal, RetrySignal};
 ///
 /// let signal = ResetSignal::new()
 ///     .ratelimit_fields()
@@ -433,7 +434,7 @@ impl ResetSignal {
     ///
     /// ```
     /// use http::{Extensions, HeaderMap, StatusCode};
-    /// use tower_retry_budget::signal::{ResetSignal, RetrySignal};
+    /// use tower_retry_budget::response_signal::{ResetSignal, RetrySignal};
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.insert("retry-after-ms", "2500".parse().unwrap());
