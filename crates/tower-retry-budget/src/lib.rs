@@ -58,7 +58,7 @@
 //! # Where things are
 //!
 //! The root holds what nearly every user needs: the layer, the service,
-//! its future and error, [`Idempotent`], [`ReportSlot`],
+//! its future and error, [`Idempotent`], [`BudgetThis`], [`ReportSlot`],
 //! [`AttemptDeadline`] and the core's policy and report. Each capability
 //! has a module of its own, as tower-http gives each middleware one:
 //! [`hold_off`] (with its Redis store, feature `redis`), [`body_replay`] (request
@@ -87,30 +87,38 @@
 //! against `tower::retry` in the configuration a service runs (a
 //! subscriber, request and response extensions), are in `BENCHMARKS.md`.
 //!
+//! The map of the crate, by file (the adapter first, then each extra and
+//! each layer of its own):
+//!
 //! | file | job |
 //! |---|---|
-//! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action |
+//! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action: the policy, the signal, the list of extras |
+//! | `builder.rs` | [`RetryBudgetServiceBuilderExt`]: the one `ServiceBuilder` line |
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
-//! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done), its one timer, the one place a response is read and the one place an action ends |
-//! | `request.rs` | safe methods, [`Idempotent`], request copies |
+//! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done) and its one timer |
+//! | `ctx.rs` | one action's runtime: the only way to the core, the one place a response is told to it and the one place an action ends |
+//! | `extra.rs` | the one interface between an action and the extras (`Extra`, built once by the layer; its part of each action, called at fixed moments) |
+//! | `request.rs` | safe methods, [`Idempotent`], [`BudgetThis`], request copies |
 //! | `held.rs` | the 429 held during a wait, its header table made to fit |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
-//! | `classify.rs` | the tower-http classifier |
-//! | `tower_policy.rs` | [`BudgetPolicy`](crate::tower_policy::BudgetPolicy) for `tower::retry::Retry` |
+//! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal), [`ResetSignal`](crate::response_signal::ResetSignal)), read into the core's `Answer` |
 //! | `trace.rs` | `tracing` events |
-//! | `observer.rs` | [`Observer`](crate::observer::Observer): the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
-//! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
-//! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
+//! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
+//! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, bounded in time and space |
+//! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
+//! | `cancel.rs` | extra: the caller's `CancellationToken` |
+//! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |
+//! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone`; extra: its replay handle |
 //! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
-//! | `hold_off/` | [`HoldOff`](crate::hold_off::HoldOff): a `Retry-After` honoured by the whole client, bounded in time and space |
-//! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone` |
-//! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal)) |
 //! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
 //! | `quota/` | [`QuotaExhausted`](crate::quota::QuotaExhausted), and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
-//! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
+//! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
+//! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer): a method allow-list |
+//! | `tower_policy.rs` | [`BudgetPolicy`](crate::tower_policy::BudgetPolicy) for `tower::retry::Retry` |
+//! | `classify.rs` | the tower-http classifier (feature `tower-http`) |
 //!
 //! # Many actions at once
 //!
