@@ -256,6 +256,9 @@ impl Extras {
     /// See [`ActionExtra::before_first`]: any store down, the latest hold.
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         let mut before = BeforeFirst::default();
+        if self.first.is_none() {
+            return before;
+        }
         for part in self.each() {
             let said = part.before_first(clock);
             before.store_down |= said.store_down;
@@ -274,6 +277,9 @@ impl Extras {
     /// See [`ActionExtra::attempt`].
     #[inline]
     pub(crate) fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+        if self.first.is_none() {
+            return; // None at all: the plain path.
+        }
         for part in self.each() {
             part.attempt(extensions, action);
         }
@@ -282,6 +288,9 @@ impl Extras {
     /// See [`ActionExtra::answer`].
     #[inline]
     pub(crate) fn answer<'a>(&mut self, mut answer: Answer<'a>) -> Answer<'a> {
+        if self.first.is_none() {
+            return answer;
+        }
         for part in self.each() {
             answer = part.answer(answer);
         }
@@ -291,11 +300,14 @@ impl Extras {
     /// See [`ActionExtra::cancelled`].
     #[inline]
     pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.each().any(|part| part.cancelled(cx))
+        self.first.is_some() && self.each().any(|part| part.cancelled(cx))
     }
 
     /// See [`ActionExtra::report`].
     pub(crate) fn report(&mut self, report: &Report, clock: &mut Clock) {
+        if self.first.is_none() {
+            return; // None at all: the plain path.
+        }
         for part in self.each() {
             part.report(report, clock);
         }
@@ -308,6 +320,9 @@ impl Extras {
         report: &Report,
         clock: &mut Clock,
     ) {
+        if self.first.is_none() {
+            return; // None at all: the plain path.
+        }
         for part in self.each() {
             part.deliver(extensions, report, clock);
         }
