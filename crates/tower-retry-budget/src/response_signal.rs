@@ -411,6 +411,47 @@ pub const ANTHROPIC_RESETS: [&str; 4] = [
     "anthropic-ratelimit-output-tokens-reset",
 ];
 
+/// What a provider sends besides `Retry-After`, described as data that
+/// [`ResetSignal::with_provider`] interprets: a new provider is one more
+/// such table (its signals in a body are read by `QuotaLayer`, feature
+/// `quota`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Provider {
+    /// The provider's name (`openai`).
+    pub name: &'static str,
+    /// It sends `retry-after-ms` ([`ResetSignal::retry_after_ms`]).
+    pub retry_after_ms: bool,
+    /// It sends `x-should-retry` ([`ResetSignal::should_retry`]).
+    pub should_retry: bool,
+    /// Its reset headers, each with its format, in the order read
+    /// ([`ResetSignal::header`]).
+    pub resets: &'static [(&'static str, ResetFormat)],
+}
+
+/// OpenAI's API: see [`ResetSignal::openai`].
+pub const OPENAI: Provider = Provider {
+    name: "openai",
+    retry_after_ms: true,
+    should_retry: true,
+    resets: &[
+        (OPENAI_RESET_REQUESTS, ResetFormat::Duration),
+        (OPENAI_RESET_TOKENS, ResetFormat::Duration),
+    ],
+};
+
+/// Anthropic's API: see [`ResetSignal::anthropic`].
+pub const ANTHROPIC: Provider = Provider {
+    name: "anthropic",
+    retry_after_ms: true,
+    should_retry: true,
+    resets: &[
+        (ANTHROPIC_RESETS[0], ResetFormat::Rfc3339),
+        (ANTHROPIC_RESETS[1], ResetFormat::Rfc3339),
+        (ANTHROPIC_RESETS[2], ResetFormat::Rfc3339),
+        (ANTHROPIC_RESETS[3], ResetFormat::Rfc3339),
+    ],
+};
+
 impl ResetSignal {
     /// Reads nothing more than [`HttpSignal`] until told which headers.
     pub fn new() -> Self {
@@ -523,31 +564,36 @@ impl<S> ResetSignal<S> {
         self
     }
 
+    /// Reads what `provider` sends, on top of `inner` and of anything
+    /// already asked for: the one reader of a [`Provider`] table.
+    #[must_use]
+    pub fn with_provider(mut self, provider: &Provider) -> Self {
+        if provider.retry_after_ms {
+            self = self.retry_after_ms();
+        }
+        if provider.should_retry {
+            self = self.should_retry();
+        }
+        provider
+            .resets
+            .iter()
+            .fold(self, |signal, &(name, format)| {
+                signal.header(HeaderName::from_static(name), format)
+            })
+    }
+
     /// Reads what [`ResetSignal::openai`] reads, on top of `inner` and of
-    /// anything already asked for.
+    /// anything already asked for ([`OPENAI`]).
     #[must_use]
     pub fn with_openai(self) -> Self {
-        self.retry_after_ms()
-            .should_retry()
-            .header(
-                HeaderName::from_static(OPENAI_RESET_REQUESTS),
-                ResetFormat::Duration,
-            )
-            .header(
-                HeaderName::from_static(OPENAI_RESET_TOKENS),
-                ResetFormat::Duration,
-            )
+        self.with_provider(&OPENAI)
     }
 
     /// Reads what [`ResetSignal::anthropic`] reads, on top of `inner` and
-    /// of anything already asked for.
+    /// of anything already asked for ([`ANTHROPIC`]).
     #[must_use]
     pub fn with_anthropic(self) -> Self {
-        ANTHROPIC_RESETS
-            .iter()
-            .fold(self.retry_after_ms().should_retry(), |signal, name| {
-                signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339)
-            })
+        self.with_provider(&ANTHROPIC)
     }
 
     /// Whether any header is read besides the inner signal's.
@@ -659,6 +705,28 @@ fn kept(raw: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_provider_table_reads_as_the_calls_it_stands_for() {
+        let by_hand = ResetSignal::new()
+            .retry_after_ms()
+            .should_retry()
+            .header(
+                HeaderName::from_static(OPENAI_RESET_REQUESTS),
+                ResetFormat::Duration,
+            )
+            .header(
+                HeaderName::from_static(OPENAI_RESET_TOKENS),
+                ResetFormat::Duration,
+            );
+        assert_eq!(ResetSignal::openai(), by_hand);
+        let by_hand = ANTHROPIC_RESETS.iter().fold(
+            ResetSignal::new().retry_after_ms().should_retry(),
+            |signal, name| signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339),
+        );
+        assert_eq!(ResetSignal::anthropic(), by_hand);
+        assert_ne!(ResetSignal::openai(), ResetSignal::anthropic());
+    }
+
     use super::*;
 
     fn head(pairs: &[(&str, &str)]) -> HeaderMap {
