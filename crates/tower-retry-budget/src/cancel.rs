@@ -30,3 +30,26 @@ impl ActionExtra for Watched {
         self.0.as_mut().poll(cx).is_ready()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::task::Waker;
+
+    use super::*;
+
+    #[test]
+    fn only_a_request_with_a_token_is_watched_and_it_fires_once_cancelled() {
+        let (mut plain, ()) = http::Request::new(()).into_parts();
+        assert!(Cancellation.start(Some(&mut plain)).is_none());
+        assert!(Cancellation.start(None).is_none());
+
+        let token = CancellationToken::new();
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.extensions.insert(token.clone());
+        let mut watched = Cancellation.start(Some(&mut parts)).unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(!watched.cancelled(&mut cx));
+        token.cancel();
+        assert!(watched.cancelled(&mut cx));
+    }
+}

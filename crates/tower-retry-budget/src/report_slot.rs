@@ -129,3 +129,32 @@ impl ActionExtra for ReportSlot {
         self.fill(report.clone(), Some(clock.origin()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use retry_budget::{Action, Policy};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_slot_a_request_carries_gets_the_report() {
+        let (mut plain, ()) = http::Request::new(()).into_parts();
+        assert!(SlotExtra.start(Some(&mut plain)).is_none());
+
+        let slot = ReportSlot::new();
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.extensions.insert(slot.clone());
+        let mut part = SlotExtra.start(Some(&mut parts)).unwrap();
+        assert!(part.wants_report());
+
+        let mut action = Action::new(Arc::new(Policy::default()));
+        action.caller_left(std::time::Duration::ZERO);
+        let report = action.take_report().expect("stopped");
+        let mut clock = Clock::start();
+        part.report(&report, &mut clock);
+        assert_eq!(slot.get().map(|r| r.outcome), Some(report.outcome));
+        assert_eq!(slot.origin(), Some(clock.origin()));
+    }
+}

@@ -53,3 +53,34 @@ impl ActionExtra for Keyed {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn parts(uri: &str) -> Parts {
+        http::Request::get(uri).body(()).unwrap().into_parts().0
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_to_a_held_service_waits_and_a_delay_is_published() {
+        let map = HoldOff::new(8).unwrap();
+        assert!(map.start(Some(&mut parts("/relative"))).is_none(), "no key");
+        assert!(map.start(None).is_none());
+
+        let mut clock = Clock::start();
+        let mut keyed = map.start(Some(&mut parts("http://a.test/x"))).unwrap();
+        assert!(keyed.shares());
+        assert_eq!(keyed.before_first(&mut clock).held_until, None);
+
+        let mut effects = ClientEffects::default();
+        effects.hold_until = Some(Duration::from_secs(5));
+        keyed.effects(&effects, &mut clock);
+        let mut other = map.start(Some(&mut parts("http://A.test:80/y"))).unwrap();
+        let before = other.before_first(&mut clock);
+        assert_eq!(before.held_until, Some(Duration::from_secs(5)));
+        assert!(!before.store_down);
+    }
+}
