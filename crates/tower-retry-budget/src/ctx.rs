@@ -33,10 +33,6 @@ pub(crate) struct Ctx<S, B> {
     config: Arc<Config>,
     /// What the action tells besides the core, through one interface.
     extras: Extras,
-    /// Whether the client shares state with this action (a client budget
-    /// or an extra's, a hold-off map): if not, a step does not ask the
-    /// core for the effects on it.
-    shared: bool,
 }
 
 /// How an action ended, besides its report.
@@ -46,8 +42,10 @@ pub(crate) type Ending<R, E> = Result<R, ErrorKind<E>>;
 pub(crate) type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
 
 impl<S, B> Ctx<S, B> {
-    pub(crate) fn new(config: Arc<Config>, service: S, extras: Extras) -> Self {
-        let shared = config.budget.is_some() || extras.shares();
+    pub(crate) fn new(config: Arc<Config>, service: S, mut extras: Extras) -> Self {
+        if config.budget.is_some() {
+            extras.share();
+        }
         Self {
             action: config.action(),
             clock: Clock::unread(),
@@ -55,7 +53,6 @@ impl<S, B> Ctx<S, B> {
             template: None,
             config,
             extras,
-            shared,
         }
     }
 
@@ -96,12 +93,13 @@ impl<S, B> Ctx<S, B> {
     ) -> Decision {
         let now = self.clock.now();
         let action = &mut self.action;
-        if !self.extras.listening() && !self.shared {
+        let shared = self.extras.shares();
+        if !self.extras.listening() && !shared {
             // Nobody hears the trail and nothing is shared: the core alone.
             return input(action, now);
         }
         let mut decision = self.extras.step(action, now, input);
-        if !self.shared {
+        if !shared {
             return decision;
         }
         let effects = action.client_effects();

@@ -142,23 +142,24 @@ impl ExtraList {
         }
         let by_request = if plain { &[][..] } else { &self.by_request[..] };
         let (mut parts, body) = request.into_parts();
-        let mut extras = Extras::traced();
         // The request's own first (the caller's slot is filled before the
         // observer hears the report), then the layer's.
         let configured = self.configured.iter().map(|(_, extra)| extra);
-        for extra in by_request.iter().chain(configured) {
-            extras.add(extra.start(Some(&mut parts)));
-        }
+        let made = by_request
+            .iter()
+            .chain(configured)
+            .filter_map(|extra| extra.start(Some(&mut parts)));
+        let extras = Extras::of(made);
         (http::Request::from_parts(parts, body), extras)
     }
 
     /// The parts of an action that never got a request.
     pub(crate) fn without_request(&self) -> Extras {
-        let mut extras = Extras::traced();
-        for (_, extra) in &self.configured {
-            extras.add(extra.start(None));
-        }
-        extras
+        Extras::of(
+            self.configured
+                .iter()
+                .filter_map(|(_, extra)| extra.start(None)),
+        )
     }
 }
 
@@ -172,11 +173,10 @@ impl std::fmt::Debug for ExtraList {
 }
 
 /// One action's extras, and whether a `tracing` subscriber hears its
-/// trail. The first extra is kept in place, so an action with one (an
-/// observer, say) allocates only that extra's part.
+/// trail. One extra is kept as it is (an action with an observer, say,
+/// allocates only the observer's part); several, as one [`Many`].
 pub(crate) struct Extras {
-    first: Option<Box<dyn ActionExtra>>,
-    rest: Vec<Box<dyn ActionExtra>>,
+    part: Option<Box<dyn ActionExtra>>,
     /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
     /// once, when the action starts.
     traced: bool,
@@ -187,11 +187,10 @@ pub(crate) struct Extras {
 }
 
 impl Extras {
-    /// None yet; the subscriber asked once.
+    /// None; the subscriber asked once.
     fn traced() -> Self {
         Self {
-            first: None,
-            rest: Vec::new(),
+            part: None,
             traced: crate::trace::listening(),
             hearing: false,
             shares: false,
@@ -199,20 +198,25 @@ impl Extras {
         }
     }
 
-    fn add(&mut self, part: Option<Box<dyn ActionExtra>>) {
-        let Some(part) = part else { return };
-        self.hearing |= part.listens();
-        self.shares |= part.shares();
-        self.wants_report |= part.wants_report();
-        if self.first.is_none() {
-            self.first = Some(part);
-        } else {
-            self.rest.push(part);
-        }
-    }
-
-    fn each(&mut self) -> impl Iterator<Item = &mut Box<dyn ActionExtra>> {
-        self.first.iter_mut().chain(self.rest.iter_mut())
+    /// The parts made for one action, in order.
+    fn of(mut made: impl Iterator<Item = Box<dyn ActionExtra>>) -> Self {
+        let mut extras = Self::traced();
+        let Some(first) = made.next() else {
+            return extras;
+        };
+        let part = match made.next() {
+            None => first,
+            Some(second) => {
+                let mut all = vec![first, second];
+                all.extend(made);
+                Box::new(Many(all))
+            }
+        };
+        extras.hearing = part.listens();
+        extras.shares = part.shares();
+        extras.wants_report = part.wants_report();
+        extras.part = Some(part);
+        extras
     }
 
     /// Whether anyone hears the trail as it grows (the subscriber, or an
@@ -221,9 +225,16 @@ impl Extras {
         self.traced || self.hearing
     }
 
-    /// Whether any extra shares state with the client's other actions.
+    /// Whether the client shares state with this action (a client budget,
+    /// or an extra's: a hold-off map): if not, a step does not ask the core
+    /// for the effects on it.
     pub(crate) const fn shares(&self) -> bool {
         self.shares
+    }
+
+    /// The client shares state of its own with this action (its budget).
+    pub(crate) fn share(&mut self) {
+        self.shares = true;
     }
 
     /// Whether any extra wants the report of an action that retried nothing.
@@ -241,35 +252,24 @@ impl Extras {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let traced = self.traced;
-        if !self.hearing {
-            return crate::trace::step(action, now, traced, |_| {}, input);
-        }
-        crate::trace::step(action, now, traced, |event| self.event(event), input)
-    }
-
-    fn event(&mut self, event: &Event) {
-        for part in self.each() {
-            part.event(event);
+        match &mut self.part {
+            Some(part) if self.hearing => {
+                crate::trace::step(action, now, traced, |event| part.event(event), input)
+            }
+            _ => crate::trace::step(action, now, traced, |_| {}, input),
         }
     }
 
-    /// See [`ActionExtra::before_first`]: any store down, the latest hold.
+    /// See [`ActionExtra::before_first`].
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        let mut before = BeforeFirst::default();
-        if self.first.is_none() {
-            return before;
-        }
-        for part in self.each() {
-            let said = part.before_first(clock);
-            before.store_down |= said.store_down;
-            before.held_until = before.held_until.max(said.held_until);
-        }
-        before
+        self.part
+            .as_mut()
+            .map_or_else(BeforeFirst::default, |part| part.before_first(clock))
     }
 
     /// See [`ActionExtra::effects`].
     pub(crate) fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        for part in self.each() {
+        if let Some(part) = &mut self.part {
             part.effects(effects, clock);
         }
     }
@@ -277,38 +277,29 @@ impl Extras {
     /// See [`ActionExtra::attempt`].
     #[inline]
     pub(crate) fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
-        if self.first.is_none() {
-            return; // None at all: the plain path.
-        }
-        for part in self.each() {
+        if let Some(part) = &mut self.part {
             part.attempt(extensions, action);
         }
     }
 
     /// See [`ActionExtra::answer`].
     #[inline]
-    pub(crate) fn answer<'a>(&mut self, mut answer: Answer<'a>) -> Answer<'a> {
-        if self.first.is_none() {
-            return answer;
+    pub(crate) fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        match &mut self.part {
+            Some(part) => part.answer(answer),
+            None => answer,
         }
-        for part in self.each() {
-            answer = part.answer(answer);
-        }
-        answer
     }
 
     /// See [`ActionExtra::cancelled`].
     #[inline]
     pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.first.is_some() && self.each().any(|part| part.cancelled(cx))
+        self.part.as_mut().is_some_and(|part| part.cancelled(cx))
     }
 
     /// See [`ActionExtra::report`].
     pub(crate) fn report(&mut self, report: &Report, clock: &mut Clock) {
-        if self.first.is_none() {
-            return; // None at all: the plain path.
-        }
-        for part in self.each() {
+        if let Some(part) = &mut self.part {
             part.report(report, clock);
         }
     }
@@ -320,10 +311,77 @@ impl Extras {
         report: &Report,
         clock: &mut Clock,
     ) {
-        if self.first.is_none() {
-            return; // None at all: the plain path.
+        if let Some(part) = &mut self.part {
+            part.deliver(extensions, report, clock);
         }
-        for part in self.each() {
+    }
+}
+
+/// Several extras of one action, told each moment in order.
+struct Many(Vec<Box<dyn ActionExtra>>);
+
+impl ActionExtra for Many {
+    /// Any store down; the latest hold.
+    fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
+        let mut before = BeforeFirst::default();
+        for part in &mut self.0 {
+            let said = part.before_first(clock);
+            before.store_down |= said.store_down;
+            before.held_until = before.held_until.max(said.held_until);
+        }
+        before
+    }
+
+    fn listens(&self) -> bool {
+        self.0.iter().any(|part| part.listens())
+    }
+
+    fn event(&mut self, event: &Event) {
+        for part in &mut self.0 {
+            if part.listens() {
+                part.event(event);
+            }
+        }
+    }
+
+    fn shares(&self) -> bool {
+        self.0.iter().any(|part| part.shares())
+    }
+
+    fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
+        for part in &mut self.0 {
+            part.effects(effects, clock);
+        }
+    }
+
+    fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+        for part in &mut self.0 {
+            part.attempt(extensions, action);
+        }
+    }
+
+    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        self.0
+            .iter_mut()
+            .fold(answer, |answer, part| part.answer(answer))
+    }
+
+    fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
+        self.0.iter_mut().any(|part| part.cancelled(cx))
+    }
+
+    fn wants_report(&self) -> bool {
+        self.0.iter().any(|part| part.wants_report())
+    }
+
+    fn report(&mut self, report: &Report, clock: &mut Clock) {
+        for part in &mut self.0 {
+            part.report(report, clock);
+        }
+    }
+
+    fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
+        for part in &mut self.0 {
             part.deliver(extensions, report, clock);
         }
     }
