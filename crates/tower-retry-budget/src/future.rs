@@ -106,8 +106,7 @@ pin_project! {
 }
 
 pin_project! {
-    /// A budgeted action: its state, its timer, the caller's cancellation,
-    /// and the rest.
+    /// A budgeted action: its state, its timer, and its runtime ([`Ctx`]).
     struct Budgeted<S, B>
     where
         S: Service<Request<B>>,
@@ -163,7 +162,7 @@ where
         }
     }
 
-    /// Starts the action of a retryable `request` on `inner`, which the
+    /// Starts the action of a budgeted `request` on `inner`, which the
     /// caller made ready: its first attempt, or a wait for a hold-off, or a
     /// stop, as the core answers.
     pub(crate) fn start(inner: &mut S, config: &Arc<Config>, request: Request<B>) -> Self

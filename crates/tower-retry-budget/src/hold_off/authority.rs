@@ -15,15 +15,16 @@ use http::uri::{Authority, Scheme};
 use http::Request;
 use http::{HeaderMap, Uri};
 
-/// The key of a request: `scheme://host:port` from its URI, or from its
-/// `Host` header for a relative URI (scheme `http` then, which is what a
-/// request in origin form over a plain connection is).
+/// The key of a request.
 #[cfg(test)]
 fn authority_of<B>(request: &Request<B>) -> Option<String> {
     authority_in(request.uri(), request.headers())
 }
 
-/// [`authority_of`] a request with this URI and these headers.
+/// The key of a request with this URI and these headers:
+/// `scheme://host:port` from its URI, or from its `Host` header for a
+/// relative URI (scheme `http` then, which is what a request in origin
+/// form over a plain connection is).
 pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<String> {
     let scheme = uri.scheme().unwrap_or(&Scheme::HTTP);
     if let Some(authority) = uri.authority() {
