@@ -38,7 +38,7 @@ use http_body_util::{BodyExt, Full};
 use retry_budget::Policy;
 use tower::{service_fn, Service, ServiceBuilder};
 use tower_retry_budget::{
-    grpc::GrpcTrailersLayer, signal::GrpcSignal, Idempotent, RetryBudgetLayer,
+    grpc::GrpcTrailersLayer, response_signal::GrpcSignal, Idempotent, RetryBudgetLayer,
 };
 
 type Answer = WithTrailers<Full<Bytes>, Ready<Option<Result<HeaderMap, Infallible>>>>;

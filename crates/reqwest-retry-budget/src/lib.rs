@@ -24,7 +24,7 @@
 //! option of a configured layer ([`RetryBudgetMiddleware::from_layer`]):
 //!
 //! * only **429** is retried (by default; a
-//!   [`RetrySignal`](tower_retry_budget::signal::RetrySignal) can read more),
+//!   [`RetrySignal`](tower_retry_budget::response_signal::RetrySignal) can read more),
 //!   and only for **safe methods** or requests marked [`Idempotent`]
 //!   (`with_extension(Idempotent)`); any other request (a POST) is sent
 //!   once, untouched, with no report;

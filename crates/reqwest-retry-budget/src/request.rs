@@ -8,8 +8,8 @@
 use http::Extensions;
 use reqwest::Body;
 use tokio_util::sync::CancellationToken;
+use tower_retry_budget::body_replay::ReplayBody;
 use tower_retry_budget::observer::ActionId;
-use tower_retry_budget::replay::ReplayBody;
 use tower_retry_budget::{Idempotent, ReportSlot};
 
 /// reqwest's request under the budget. `Clone` is what the layer needs to

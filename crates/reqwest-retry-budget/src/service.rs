@@ -30,7 +30,7 @@ use tower::Service;
 /// body; reqwest's final URL is not part of an `http::Response`). The layer
 /// copies the request for each attempt, so its body type must be `Clone`:
 /// `String`, `Vec<u8>`, `bytes::Bytes`, or a stream behind
-/// [`ReplayBodyLayer`](tower_retry_budget::replay::ReplayBodyLayer) mapped to
+/// [`ReplayBodyLayer`](tower_retry_budget::body_replay::ReplayBodyLayer) mapped to
 /// `reqwest::Body::wrap`.
 #[derive(Debug, Clone, Default)]
 pub struct ReqwestService {

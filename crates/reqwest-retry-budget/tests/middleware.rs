@@ -19,7 +19,7 @@ use tower_retry_budget::budget::ClientBudget;
 use tower_retry_budget::calendar::UntrustedCalendar;
 use tower_retry_budget::hold_off::HoldOff;
 use tower_retry_budget::observer::{ActionId, Event};
-use tower_retry_budget::signal::ResetSignal;
+use tower_retry_budget::response_signal::ResetSignal;
 use tower_retry_budget::{Jitter, ReportMode, RetryBudgetLayer};
 
 const URL: &str = "http://api.example.test/palettes";

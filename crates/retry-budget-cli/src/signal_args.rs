@@ -15,7 +15,7 @@ use http::HeaderName;
 use retry_budget::{reset::ResetFormat, Policy};
 use tower_retry_budget::{
     quota::QuotaLayer,
-    signal::{HttpSignal, ResetSignal},
+    response_signal::{HttpSignal, ResetSignal},
     RetryBudgetLayer,
 };
 
@@ -172,7 +172,7 @@ mod tests {
     use super::*;
     use clap::Parser;
     use http::{HeaderMap, StatusCode};
-    use tower_retry_budget::signal::RetrySignal;
+    use tower_retry_budget::response_signal::RetrySignal;
 
     #[derive(Debug, Parser)]
     struct Cli {

@@ -26,8 +26,8 @@ use tonic::transport::Endpoint;
 use tonic::{Code, Status};
 use tower::{Service, ServiceBuilder};
 use tower_retry_budget::{
-    replay::{ReplayBody, ReplayBodyLayer},
-    signal::GrpcSignal,
+    body_replay::{ReplayBody, ReplayBodyLayer},
+    response_signal::GrpcSignal,
     Idempotent, Policy, Report, ReportSlot, RetryBudgetLayer,
 };
 

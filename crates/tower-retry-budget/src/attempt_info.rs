@@ -41,8 +41,11 @@
 
 use std::time::Duration;
 
-use http::Request;
+use http::request::Parts;
+use http::Extensions;
 use retry_budget::Action;
+
+use crate::extra::{ActionExtra, Extra};
 
 /// Request extension on every attempt the retry layer sends, when
 /// [asked for](crate::RetryBudgetLayer::attempt_deadlines): the attempt's
@@ -57,13 +60,25 @@ pub struct AttemptDeadline {
     pub reservation: Duration,
 }
 
-/// Puts on `request` the deadline of the attempt `action` has in flight
-/// (asked for by [`RetryBudgetLayer::attempt_deadlines`](crate::RetryBudgetLayer::attempt_deadlines)).
-pub(crate) fn add_deadline<B>(request: &mut Request<B>, action: &Action) {
-    if let Some((attempt, reservation)) = action.reservation() {
-        request.extensions_mut().insert(AttemptDeadline {
-            attempt,
-            reservation,
-        });
+/// The retry layer's extra that puts on every attempt the deadline of the
+/// attempt the action has in flight (asked for by
+/// [`RetryBudgetLayer::attempt_deadlines`](crate::RetryBudgetLayer::attempt_deadlines)).
+pub(crate) struct AttemptDeadlines;
+
+impl Extra for AttemptDeadlines {
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+        // Zero-sized: its part of an action allocates nothing.
+        request.map(|_| Box::new(Self) as Box<dyn ActionExtra>)
+    }
+}
+
+impl ActionExtra for AttemptDeadlines {
+    fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+        if let Some((attempt, reservation)) = action.reservation() {
+            extensions.insert(AttemptDeadline {
+                attempt,
+                reservation,
+            });
+        }
     }
 }

@@ -11,14 +11,20 @@
 //!
 //! Every attempt, the first included, is the same `Attempt` state, entered
 //! the same way (the core answers [`Decision::AwaitResponse`] to
-//! [`Action::attempt_started`], and the request is copied, or moved for the
-//! last attempt). Every decision comes from the core [`Action`]: the future
-//! feeds it what happened and when ([`Ctx::step`]) and obeys
+//! `Action::attempt_started`, and the request is copied, or moved for the
+//! last attempt). Every decision comes from the core
+//! [`Action`](retry_budget::Action): the future feeds it what happened and
+//! when ([`Ctx::step`]) and obeys
 //! ([`Budgeted::obey`]). A response is interpreted in one place
-//! ([`Ctx::response`]: one [`Answer`] per response) and the action ends in
-//! one place ([`Ctx::finish`]: the report, the caller's slot, the
-//! observer). One [`Sleep`], created the first time it is needed and
-//! pointed by [`arm`], serves every state in turn.
+//! ([`Ctx::response`]: one [`Answer`](retry_budget::Answer) per response)
+//! and the action ends in one place ([`Ctx::finish`]). One [`Sleep`],
+//! created the first time it is needed and pointed by [`arm`], serves
+//! every state in turn.
+//!
+//! Everything else an action does (an observer, a hold-off map, the
+//! caller's report slot and cancellation token, a replay handle, attempt
+//! deadlines) is an extra the layer holds, which [`Ctx`] calls at fixed
+//! moments without knowing what it is.
 //!
 //! No task is spawned. Dropping the future is the caller leaving: the attempt
 //! in flight is dropped with it, the core is told, and nothing continues in
@@ -33,331 +39,14 @@ use std::time::Duration;
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use retry_budget::{reset::ResetHeaders, Action, Answer, Decision, Report};
+use retry_budget::Decision;
 use tokio::time::{Instant, Sleep};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tower::Service;
 
-use crate::clock::Clock;
+use crate::ctx::{Ctx, Ending, Output};
 use crate::error::{Error, ErrorKind};
-use crate::hold_off::{authority_of, HoldOff};
-use crate::layer::{Config, ReportMode};
-use crate::observer::{ActionId, Observed, Watch};
-use crate::quota::QuotaExhausted;
-use crate::replay::ReplayHandle;
-use crate::report_slot::{LateReport, ReportSlot};
-use crate::request;
-use crate::signal::SignalParts;
-
-/// What a few requests carry besides the budget, in one optional box so
-/// that a plain request pays one pointer for them.
-pub(crate) struct Extras {
-    /// The caller's cancellation token (moved into the future's pinned
-    /// cancellation wait).
-    cancel: Option<CancellationToken>,
-    /// The client's hold-off map and this request's key in it.
-    hold_off: Option<(HoldOff, String)>,
-    /// The caller's slot for the report.
-    slot: Option<ReportSlot>,
-    /// The layer's observer and this action's id.
-    watch: Option<Watch>,
-}
-
-impl Extras {
-    /// The extras of `request`, if it has any. With an observer, a gRPC
-    /// request (and so every attempt's copy of it) carries the action's
-    /// [`Observed`] for the layer below that reads a status from trailers
-    /// ([`GrpcTrailers`](crate::grpc::GrpcTrailers), the one reader): its
-    /// answer has the request's gRPC content type. Any other request does
-    /// not, and its copies carry one extension fewer.
-    pub(crate) fn of<B>(
-        request: &mut Request<B>,
-        config: &Config,
-        hold_off: Option<(HoldOff, String)>,
-    ) -> Option<Box<Self>> {
-        let extensions = request.extensions();
-        if hold_off.is_none() && config.observer.is_none() && extensions.is_empty() {
-            // Nothing to look for.
-            return None;
-        }
-        let watch = config
-            .observer
-            .as_ref()
-            .map(|observer| observer.watch(extensions.get::<ActionId>().copied()));
-        let extras = Self {
-            cancel: extensions.get::<CancellationToken>().cloned(),
-            hold_off,
-            slot: extensions.get::<ReportSlot>().cloned(),
-            watch,
-        };
-        if let Some(watch) = &extras.watch {
-            if crate::grpc::is_grpc(request.headers()) {
-                request.extensions_mut().insert(Observed(watch.clone()));
-            }
-        }
-        let any = extras.cancel.is_some()
-            || extras.hold_off.is_some()
-            || extras.slot.is_some()
-            || extras.watch.is_some();
-        any.then(|| Box::new(extras))
-    }
-
-    /// The extras of an action with no request (the caller's `poll_ready`
-    /// failed): only the observer's watch.
-    pub(crate) fn without_request(config: &Config) -> Option<Box<Self>> {
-        let watch = config.observer.as_ref()?.watch(None);
-        Some(Box::new(Self {
-            cancel: None,
-            hold_off: None,
-            slot: None,
-            watch: Some(watch),
-        }))
-    }
-}
-
-/// One action's runtime state besides its pinned parts.
-pub(crate) struct Ctx<S, B> {
-    /// The core's state machine, in place (a trail it must write out goes
-    /// on the heap).
-    action: Action,
-    clock: Clock,
-    /// The clone of the inner service that sends the attempts after the
-    /// first (and a first attempt held off).
-    service: S,
-    /// The request each attempt is copied from (or, for the last possible
-    /// attempt, moved out of); `None` once no attempt can follow.
-    template: Option<Request<B>>,
-    config: Arc<Config>,
-    extras: Option<Box<Extras>>,
-    /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
-    /// once, when the action starts.
-    traced: bool,
-    /// Whether anyone hears the trail as it grows (that subscriber, or the
-    /// layer's observer): if not, a step does not look at the events it
-    /// added.
-    listening: bool,
-    /// Whether the client shares state with this action (a client budget
-    /// or a hold-off map): if not, a step does not ask the core for the
-    /// effects on it.
-    shared: bool,
-}
-
-/// How an action ended, besides its report.
-type Ending<R, E> = Result<R, ErrorKind<E>>;
-
-/// What the future gives the caller.
-type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
-
-impl<S, B> Ctx<S, B> {
-    pub(crate) fn new(config: Arc<Config>, service: S, extras: Option<Box<Extras>>) -> Self {
-        let traced = crate::trace::listening();
-        let listening = traced || extras.as_ref().is_some_and(|e| e.watch.is_some());
-        let shared =
-            config.budget.is_some() || extras.as_ref().is_some_and(|e| e.hold_off.is_some());
-        Self {
-            action: config.action(),
-            clock: Clock::unread(),
-            service,
-            template: None,
-            config,
-            extras,
-            traced,
-            listening,
-            shared,
-        }
-    }
-
-    /// Feeds one input to the action at this poll's time, traces and
-    /// observes the events it added, and tells the client's shared state
-    /// what the core says is due (a deposit, a withdrawal, whose refusal is
-    /// told back, a hold-off to publish). The only way the adapter talks to
-    /// the core.
-    pub(crate) fn step(
-        &mut self,
-        input: impl FnOnce(&mut Action, Duration) -> Decision,
-    ) -> Decision {
-        let now = self.clock.now();
-        let action = &mut self.action;
-        if !self.listening && !self.shared {
-            // Nobody hears the trail and nothing is shared: the core alone.
-            return input(action, now);
-        }
-        let watch = self.extras.as_ref().and_then(|e| e.watch.as_ref());
-        let mut decision = crate::trace::step(action, now, self.traced, watch, input);
-        if !self.shared {
-            return decision;
-        }
-        let effects = action.client_effects();
-        if effects.is_empty() {
-            return decision;
-        }
-        if let Some(budget) = &self.config.budget {
-            if effects.deposit {
-                budget.0.deposit();
-            }
-            if effects.withdraw && !budget.0.withdraw() {
-                decision =
-                    crate::trace::step(action, now, self.traced, watch, Action::retry_refused);
-            }
-        }
-        if let (Some(until), Some((map, key))) = (
-            effects.hold_until,
-            self.extras.as_ref().and_then(|e| e.hold_off.as_ref()),
-        ) {
-            map.hold(key, self.clock.at_or_far(until));
-        }
-        decision
-    }
-
-    /// How long the client's hold-off map holds this request's first
-    /// attempt, as elapsed time, if at all.
-    fn held_until(&mut self) -> Option<Duration> {
-        let (map, key) = self.extras.as_ref()?.hold_off.as_ref()?;
-        let until = map.until(key)?;
-        Some(self.clock.since(until))
-    }
-
-    /// The request for the attempt the core has just started: a copy of
-    /// the template while another attempt may follow, the template itself
-    /// for the last one (never a copy that cannot be sent again).
-    fn next_request(&mut self) -> Request<B>
-    where
-        B: Clone,
-    {
-        let request = if self.action.retry_may_follow() {
-            self.template.as_ref().map(request::copy)
-        } else {
-            self.template.take()
-        };
-        let mut request = request.expect("the request is kept while an attempt may start");
-        if self.config.attempt_deadlines {
-            crate::attempt_info::add_deadline(&mut request, &self.action);
-        }
-        request
-    }
-
-    /// **The one place a response is interpreted**: the signal reads its
-    /// head, the calendar is read if a date needs it, the body's replay
-    /// handle says whether the request can be sent again, and the core is
-    /// given all of it as one [`Answer`]. Returns the core's decision.
-    fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
-        let SignalParts {
-            status,
-            retry_after,
-            forbidden,
-            translated_from,
-            resets,
-            retry_after_ms,
-            should_retry,
-        } = self
-            .config
-            .read(response.status(), response.headers(), response.extensions())
-            .into_parts();
-        // The calendar clock is read only when the core needs it: a date,
-        // or a reset header given as a calendar time.
-        let needs_calendar = retry_after.needs_calendar()
-            || resets.as_ref().is_some_and(ResetHeaders::needs_calendar);
-        let calendar = if needs_calendar {
-            self.config.calendar_reading(response.headers())
-        } else {
-            None
-        };
-        // A body that went over its replay limit cannot be sent again in
-        // full: the core decides what that means for this response.
-        let replayable = self.template.as_ref().is_none_or(|t| {
-            t.extensions()
-                .get::<ReplayHandle>()
-                .is_none_or(ReplayHandle::is_replayable)
-        });
-        let mut answer = Answer::new(status, &retry_after)
-            .calendar(calendar)
-            .forbidden(forbidden)
-            .replayable(replayable);
-        if let Some(resets) = resets {
-            answer = answer.resets(resets);
-        }
-        if let Some(from) = translated_from {
-            answer = answer.translated_from(from);
-        }
-        if let Some(values) = retry_after_ms {
-            answer = answer.retry_after_ms(values);
-        }
-        if let Some(word) = should_retry {
-            answer = answer.should_retry(word);
-        }
-        // A layer below read the body: the service said its quota is used
-        // up (only ever said of an error status; a success skips the look).
-        if status >= 400 {
-            if let Some(quota) = response.extensions().get::<QuotaExhausted>() {
-                answer = answer.quota(quota.code());
-            }
-        }
-        self.step(|action, now| action.respond(now, answer))
-    }
-
-    /// **The one place an action ends** (the core has stopped it): the
-    /// report goes to the caller's slot and the observer, and in the
-    /// response's extensions or the error.
-    fn finish<ResB, E>(&mut self, ending: Ending<Response<ResB>, E>) -> Output<ResB, E> {
-        match ending {
-            Ok(mut response) => {
-                // Asked for by nobody (`ReportMode::WhenRetried`, one
-                // attempt, no slot, no observer): no report is built.
-                if self.action.attempts_started() > 1 || !self.report_unasked() {
-                    let watched = self.extras.as_ref().is_some_and(|e| e.watch.is_some());
-                    if let Some(report) = self.conclude() {
-                        deliver(&mut response, report, &mut self.clock, watched);
-                    }
-                }
-                Ok(response)
-            }
-            Err(kind) => Err(self.finish_error(kind)),
-        }
-    }
-
-    /// [`finish`](Self::finish) with an error.
-    pub(crate) fn finish_error<E>(&mut self, kind: ErrorKind<E>) -> Error<E> {
-        Error::new(kind, self.conclude())
-    }
-
-    /// Whether nobody asked for a report of an action that needed no retry
-    /// (see [`ReportMode::WhenRetried`]).
-    fn report_unasked(&self) -> bool {
-        self.config.report_mode == ReportMode::WhenRetried
-            && self
-                .extras
-                .as_ref()
-                .is_none_or(|e| e.slot.is_none() && e.watch.is_none())
-    }
-
-    /// The stopped action's report, moving its trail out; the caller's slot
-    /// and the observer get it too.
-    fn conclude(&mut self) -> Option<Report> {
-        let report = self.action.take_report();
-        debug_assert!(
-            report.is_some(),
-            "an action ends only once the core stopped it"
-        );
-        if let (Some(report), Some(extras)) = (&report, &self.extras) {
-            if let Some(slot) = &extras.slot {
-                slot.fill(report.clone(), Some(self.clock.origin()));
-            }
-            if let Some(watch) = &extras.watch {
-                watch.report(report);
-            }
-        }
-        report
-    }
-
-    /// The caller dropped the response future before the end: the core
-    /// records it, and the report goes where it was asked for.
-    #[inline(never)]
-    fn caller_left(&mut self) {
-        self.clock.new_poll();
-        self.step(|action, now| action.caller_left(now));
-        self.conclude();
-    }
-}
+use crate::held;
+use crate::layer::Config;
 
 pin_project! {
     /// The response future of [`RetryBudget`](crate::RetryBudget).
@@ -417,8 +106,7 @@ pin_project! {
 }
 
 pin_project! {
-    /// A budgeted action: its state, its timer, the caller's cancellation,
-    /// and the rest.
+    /// A budgeted action: its state, its timer, and its runtime ([`Ctx`]).
     struct Budgeted<S, B>
     where
         S: Service<Request<B>>,
@@ -429,8 +117,6 @@ pin_project! {
         // never touches the timer wheel.
         #[pin]
         timer: Option<Sleep>,
-        // Boxed: only a request that carries a token pays for it.
-        cancelled: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
         ctx: Ctx<S, B>,
     }
 
@@ -476,37 +162,22 @@ where
         }
     }
 
-    /// Starts the action of a retryable `request` on `inner`, which the
+    /// Starts the action of a budgeted `request` on `inner`, which the
     /// caller made ready: its first attempt, or a wait for a hold-off, or a
     /// stop, as the core answers.
-    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
+    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, request: Request<B>) -> Self
     where
         S: Clone,
         B: Clone,
     {
-        let hold_off = config
-            .hold_off
-            .as_ref()
-            .and_then(|map| authority_of(&request).map(|key| (map.clone(), key)));
-        // A shared store (Redis) that is down: the core records that this
-        // action's hold-offs come from the local map alone.
-        let store_down = hold_off
-            .as_ref()
-            .and_then(|(map, _)| map.store_health())
-            .is_some_and(|health| !health.available);
-        let mut extras = Extras::of(&mut request, config, hold_off);
-        let cancelled = extras
-            .as_mut()
-            .and_then(|e| e.cancel.take())
-            .map(|token| Box::pin(token.cancelled_owned()));
+        let (request, extras) = config.extras.start(request);
         let mut budgeted = Budgeted {
             // `Done` until started: dropped early, nothing to record.
             state: State::Done { error: None },
             timer: None,
-            cancelled,
             ctx: Ctx::new(config.clone(), inner.clone(), extras),
         };
-        budgeted.begin(inner, request, store_down);
+        budgeted.begin(inner, request);
         Self {
             kind: Kind::Budgeted { budgeted },
         }
@@ -521,22 +192,9 @@ where
     /// Starts the action before the future is first polled: its first
     /// attempt on the service the caller made ready, or a wait for a
     /// hold-off, or an error (with its report) if nothing is to be sent.
-    fn begin(&mut self, inner: &mut S, request: Request<B>, store_down: bool) {
+    fn begin(&mut self, inner: &mut S, request: Request<B>) {
         let ctx = &mut self.ctx;
-        ctx.template = Some(request);
-        if store_down {
-            ctx.step(|action, now| action.shared_store_unavailable(now));
-        }
-        let mut decision = Decision::StartNow;
-        if let Some(until) = ctx.held_until() {
-            // The service asked the client to wait: the core decides
-            // whether the first attempt waits or is never sent.
-            decision = ctx.step(|action, now| action.hold_off(now, until));
-        }
-        if decision == Decision::StartNow {
-            decision = ctx.step(|action, now| action.attempt_started(now));
-        }
-        self.state = match decision {
+        self.state = match ctx.open(request) {
             Decision::AwaitResponse { .. } => State::Attempt {
                 future: inner.call(ctx.next_request()),
                 armed: false,
@@ -555,12 +213,9 @@ where
             // The core refused even the first attempt: obey, send nothing.
             // The action has ended: the caller's token is no longer
             // watched (the first poll returns this error, and only it).
-            Decision::Stop(_) | Decision::StartNow => {
-                self.cancelled = None;
-                State::Done {
-                    error: Some(ctx.finish_error(ErrorKind::NotSent)),
-                }
-            }
+            Decision::Stop(_) | Decision::StartNow => State::Done {
+                error: Some(ctx.finish_error(ErrorKind::NotSent)),
+            },
         };
     }
 }
@@ -592,11 +247,11 @@ where
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.as_mut().project();
         this.ctx.clock.new_poll();
-        if let Some(cancelled) = this.cancelled {
-            if cancelled.as_mut().poll(cx).is_ready() {
-                this.ctx.step(|action, now| action.caller_left(now));
-                return Poll::Ready(self.end(Err(ErrorKind::Cancelled)));
-            }
+        // The caller's cancellation, watched while the action runs.
+        let running = !matches!(this.state.project(), StateProj::Done { .. });
+        if running && this.ctx.cancelled(cx) {
+            this.ctx.step(|action, now| action.caller_left(now));
+            return Poll::Ready(self.end(Err(ErrorKind::Cancelled)));
         }
         loop {
             let mut this = self.as_mut().project();
@@ -606,7 +261,7 @@ where
                     Poll::Ready(Ok(response)) => match this.ctx.response(&response) {
                         Decision::WaitUntil(until) => {
                             this.state.set(State::Between {
-                                response: Some(crate::held::compact(response)),
+                                response: Some(held::compact(response)),
                                 ready_wait: false,
                             });
                             Decision::WaitUntil(until)
@@ -717,71 +372,14 @@ where
         None
     }
 
-    /// The action ended: the state is done, the caller's token no longer
-    /// watched, and [`Ctx::finish`] gives the output.
+    /// The action ended: the state is done (the caller's token no longer
+    /// watched), and [`Ctx::finish`] gives the output.
     fn end(
         self: Pin<&mut Self>,
         ending: Ending<Response<ResB>, S::Error>,
     ) -> Output<ResB, S::Error> {
         let mut this = self.project();
         this.state.set(State::Done { error: None });
-        *this.cancelled = None;
         this.ctx.finish(ending)
-    }
-}
-
-/// Puts an action's report in its response. A layer below that watches the
-/// body for a late status, and has no slot of the caller's to correct, gets
-/// a copy first: it asks for one only when the request told it an observer
-/// listens (`watched`: this action's [`Observed`]), so that is the only
-/// case looked for.
-fn deliver<ResB>(response: &mut Response<ResB>, report: Report, clock: &mut Clock, watched: bool) {
-    if watched {
-        if let Some(late) = response.extensions_mut().remove::<LateReport>() {
-            late.0.fill(report.clone(), Some(clock.origin()));
-        }
-    }
-    response.extensions_mut().insert(report);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::observer::{Observer, SharedObserver};
-    use retry_budget::Policy;
-
-    struct Silent;
-    impl Observer for Silent {
-        fn on_event(&self, _: ActionId, _: &retry_budget::trail::Event) {}
-    }
-
-    fn observed_config() -> Config {
-        let mut config = Config::new(Policy::default());
-        config.observer = Some(SharedObserver::new(Silent));
-        config
-    }
-
-    #[test]
-    fn only_a_grpc_request_carries_the_observer_to_the_layers_below() {
-        let config = observed_config();
-        for (content_type, carried) in [
-            (Some("application/grpc"), true),
-            (Some("application/grpc+proto"), true),
-            (Some("application/json"), false),
-            (None, false),
-        ] {
-            let mut builder = Request::get("http://svc.test/x");
-            if let Some(value) = content_type {
-                builder = builder.header(http::header::CONTENT_TYPE, value);
-            }
-            let mut request = builder.body(()).unwrap();
-            let extras = Extras::of(&mut request, &config, None).expect("an observer");
-            assert!(extras.watch.is_some());
-            assert_eq!(
-                request.extensions().get::<Observed>().is_some(),
-                carried,
-                "{content_type:?}"
-            );
-        }
     }
 }

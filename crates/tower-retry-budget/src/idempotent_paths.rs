@@ -17,16 +17,16 @@ use crate::Idempotent;
 ///
 /// For gRPC the path is `/package.Service/Method`; list the methods whose
 /// `idempotency_level` is `NO_SIDE_EFFECTS` or `IDEMPOTENT` in their proto
-/// definition. Place the layer **above** [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer)
+/// definition. Place the layer **above** [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer)
 /// (which copies only the bodies of requests that may be retried) and
 /// [`RetryBudgetLayer`](crate::RetryBudgetLayer).
 ///
 /// ```
 /// use retry_budget::Policy;
 /// use tower::ServiceBuilder;
-/// use tower_retry_budget::{idempotent_paths::IdempotentPathsLayer, replay::ReplayBodyLayer, RetryBudgetLayer};
+/// use tower_retry_budget::{idempotent_paths::IdempotentPathsLayer, body_replay::ReplayBodyLayer, RetryBudgetLayer};
 ///
-/// # let channel = tower::service_fn(|_: http::Request<tower_retry_budget::replay::ReplayBody<String>>| async {
+/// # let channel = tower::service_fn(|_: http::Request<tower_retry_budget::body_replay::ReplayBody<String>>| async {
 /// #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
 /// # });
 /// let stack = ServiceBuilder::new()

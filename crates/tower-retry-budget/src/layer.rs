@@ -10,11 +10,16 @@ use retry_budget::{Action, Policy};
 use tower::retry::budget::Budget;
 use tower::Layer;
 
+use crate::attempt_info::AttemptDeadlines;
+use crate::body_replay::ReplayExtra;
 use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
+use crate::cancel::Cancellation;
+use crate::extra::ExtraList;
 use crate::hold_off::HoldOff;
 use crate::observer::{Observer, SharedObserver};
-use crate::signal::{HttpSignal, RetrySignal, Signal};
+use crate::report_slot::SlotExtra;
+use crate::response_signal::{HttpSignal, RetrySignal, Signal};
 use crate::RetryBudget;
 
 /// Wraps a service in [`RetryBudget`].
@@ -51,12 +56,12 @@ pub(crate) struct Config {
     /// How a response head is read; `None`: [`HttpSignal`].
     pub(crate) signal: Option<Arc<dyn RetrySignal + Send + Sync>>,
     pub(crate) budget: Option<SharedBudget>,
-    pub(crate) hold_off: Option<HoldOff>,
     pub(crate) seeds: Option<Arc<Seeds>>,
-    pub(crate) observer: Option<SharedObserver>,
     pub(crate) report_mode: ReportMode,
-    /// Whether every attempt carries an [`AttemptDeadline`](crate::AttemptDeadline).
-    pub(crate) attempt_deadlines: bool,
+    /// What the actions tell besides the core (a hold-off map, an observer,
+    /// attempt deadlines, and what a request's extensions ask for): each
+    /// reached through [`extra`](crate::extra) only.
+    pub(crate) extras: ExtraList,
 }
 
 impl Default for Config {
@@ -96,11 +101,9 @@ impl std::fmt::Debug for Config {
             .field("dates", &self.dates)
             .field("signal", &self.signal.as_ref().map_or("http", |_| "custom"))
             .field("budget", &self.budget)
-            .field("hold_off", &self.hold_off)
             .field("seeds", &self.seeds)
-            .field("observer", &self.observer)
             .field("report_mode", &self.report_mode)
-            .field("attempt_deadlines", &self.attempt_deadlines)
+            .field("extras", &self.extras)
             .finish()
     }
 }
@@ -113,11 +116,13 @@ impl Config {
             dates: DateReference::default(),
             signal: None,
             budget: None,
-            hold_off: None,
             seeds: None,
-            observer: None,
             report_mode: ReportMode::default(),
-            attempt_deadlines: false,
+            extras: ExtraList::by_request(vec![
+                Arc::new(Cancellation),
+                Arc::new(SlotExtra),
+                Arc::new(ReplayExtra),
+            ]),
         }
     }
 
@@ -203,13 +208,13 @@ impl RetryBudgetLayer {
     }
 
     /// Reads responses with another [`RetrySignal`]: for gRPC,
-    /// [`GrpcSignal`](crate::signal::GrpcSignal) (Trailers-Only `grpc-status: 8`
+    /// [`GrpcSignal`](crate::response_signal::GrpcSignal) (Trailers-Only `grpc-status: 8`
     /// RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms` as the server's
     /// delay, a negative or malformed pushback forbidding the retry). The
     /// default, [`HttpSignal`], reads the status and `Retry-After`.
     ///
     /// ```
-    /// use tower_retry_budget::{signal::GrpcSignal, Policy, RetryBudgetLayer};
+    /// use tower_retry_budget::{response_signal::GrpcSignal, Policy, RetryBudgetLayer};
     ///
     /// let layer = RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal);
     /// # let _ = layer;
@@ -235,7 +240,7 @@ impl RetryBudgetLayer {
     /// Makes later first attempts to a service honour a `Retry-After` that
     /// service gave another action: see [`HoldOff`].
     pub fn hold_off(self, hold_off: HoldOff) -> Self {
-        self.with(|c| c.hold_off = Some(hold_off))
+        self.with(|c| c.extras.set(hold_off))
     }
 
     /// Seeds the jitter of every action from `seed` (the n-th action gets
@@ -261,7 +266,7 @@ impl RetryBudgetLayer {
     ///
     /// [`ActionId`]: crate::observer::ActionId
     pub fn observer(self, observer: impl Observer) -> Self {
-        self.with(|c| c.observer = Some(SharedObserver::new(observer)))
+        self.with(|c| c.extras.set(SharedObserver::new(observer)))
     }
 
     /// Chooses which responses carry a report: [`ReportMode::Always`] (the
@@ -293,7 +298,7 @@ impl RetryBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn attempt_deadlines(self) -> Self {
-        self.with(|c| c.attempt_deadlines = true)
+        self.with(|c| c.extras.set(AttemptDeadlines))
     }
 
     /// Chooses what an HTTP-date is measured against; see
@@ -328,8 +333,9 @@ mod tests {
             Ok::<_, std::convert::Infallible>(http::Response::new(()))
         }));
         let seeded = shared.jitter_seed(1).attempt_deadlines();
-        assert!(seeded.config.seeds.is_some() && seeded.config.attempt_deadlines);
-        assert!(plain.config.seeds.is_none() && !plain.config.attempt_deadlines);
+        let deadlines = |layer: &RetryBudgetLayer| layer.config.extras.has::<AttemptDeadlines>();
+        assert!(seeded.config.seeds.is_some() && deadlines(&seeded));
+        assert!(plain.config.seeds.is_none() && !deadlines(&plain));
         assert!(!Arc::ptr_eq(&plain.config, &seeded.config));
     }
 }

@@ -58,15 +58,15 @@
 //! # Where things are
 //!
 //! The root holds what nearly every user needs: the layer, the service,
-//! its future and error, [`Idempotent`], [`ReportSlot`],
+//! its future and error, [`Idempotent`], [`BudgetThis`], [`ReportSlot`],
 //! [`AttemptDeadline`] and the core's policy and report. Each capability
 //! has a module of its own, as tower-http gives each middleware one:
-//! [`hold_off`] (with its Redis store, feature `redis`), [`replay`] (request
+//! [`hold_off`] (with its Redis store, feature `redis`), [`body_replay`] (request
 //! bodies that are not `Clone`), [`grpc`] (a status in trailers),
-//! [`signal`] (what a response head tells the budget), [`calendar`],
+//! [`response_signal`] (what a response head tells the budget), [`calendar`],
 //! [`budget`] (the client-wide retry ratio), [`observer`], [`gate`],
 //! [`single_flight`] (feature `single-flight`), [`idempotent_paths`],
-//! [`policy`] (a `tower::retry::Policy` over the same core) and
+//! [`tower_policy`] (a `tower::retry::Policy` over the same core) and
 //! [`classify`] (feature `tower-http`).
 //!
 //! # What it costs when nothing goes wrong
@@ -87,30 +87,38 @@
 //! against `tower::retry` in the configuration a service runs (a
 //! subscriber, request and response extensions), are in `BENCHMARKS.md`.
 //!
+//! The map of the crate, by file (the adapter first, then each extra and
+//! each layer of its own):
+//!
 //! | file | job |
 //! |---|---|
-//! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action |
+//! | `layer.rs` | [`RetryBudgetLayer`] and its configuration, shared by every action: the policy, the signal, the list of extras |
+//! | `builder.rs` | [`RetryBudgetServiceBuilderExt`]: the one `ServiceBuilder` line |
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
-//! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done), its one timer, the one place a response is read and the one place an action ends |
-//! | `request.rs` | safe methods, [`Idempotent`], request copies |
+//! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done) and its one timer |
+//! | `ctx.rs` | one action's runtime: the only way to the core, the one place a response is told to it and the one place an action ends |
+//! | `extra.rs` | the one interface between an action and the extras (`Extra`, built once by the layer; its part of each action, called at fixed moments) |
+//! | `request.rs` | safe methods, [`Idempotent`], [`BudgetThis`], request copies |
 //! | `held.rs` | the 429 held during a wait, its header table made to fit |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
-//! | `classify.rs` | the tower-http classifier |
-//! | `policy.rs` | [`BudgetPolicy`](crate::policy::BudgetPolicy) for `tower::retry::Retry` |
+//! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal), [`ResetSignal`](crate::response_signal::ResetSignal)), read into the core's `Answer` |
 //! | `trace.rs` | `tracing` events |
-//! | `observer.rs` | [`Observer`](crate::observer::Observer): the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
-//! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
-//! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
+//! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
+//! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, bounded in time and space |
+//! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
+//! | `cancel.rs` | extra: the caller's `CancellationToken` |
+//! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |
+//! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone`; extra: its replay handle |
 //! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
-//! | `hold_off/` | [`HoldOff`](crate::hold_off::HoldOff): a `Retry-After` honoured by the whole client, bounded in time and space |
-//! | `replay/` | [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer): request bodies that are not `Clone` |
-//! | `signal.rs` | [`RetrySignal`](crate::signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::signal::HttpSignal), [`GrpcSignal`](crate::signal::GrpcSignal)) |
 //! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
 //! | `quota/` | [`QuotaExhausted`](crate::quota::QuotaExhausted), and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
-//! | `report_slot.rs` | [`ReportSlot`]: the report for clients that drop response extensions |
+//! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
+//! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer): a method allow-list |
+//! | `tower_policy.rs` | [`BudgetPolicy`](crate::tower_policy::BudgetPolicy) for `tower::retry::Retry` |
+//! | `classify.rs` | the tower-http classifier (feature `tower-http`) |
 //!
 //! # Many actions at once
 //!
@@ -127,14 +135,14 @@
 //! # gRPC / tonic
 //!
 //! A tonic `Channel` gets the same budget by composition. Its request body
-//! is not `Clone`, so [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer) goes above the retry layer and a
-//! map back to `tonic::body::Body` below it; [`GrpcSignal`](crate::signal::GrpcSignal) reads
-//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`](crate::signal::RetrySignal)):
+//! is not `Clone`, so [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer) goes above the retry layer and a
+//! map back to `tonic::body::Body` below it; [`GrpcSignal`](crate::response_signal::GrpcSignal) reads
+//! RESOURCE_EXHAUSTED and `grpc-retry-pushback-ms` (see [`RetrySignal`](crate::response_signal::RetrySignal)):
 //!
 //! ```
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, replay::{ReplayBody, ReplayBodyLayer}};
+//! use tower_retry_budget::{response_signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, body_replay::{ReplayBody, ReplayBodyLayer}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -165,7 +173,7 @@
 //!   above the replay layer. Other calls pass through untouched, once.
 //! * **What counts as "rate limited".** An intermediary's HTTP `429` (tonic
 //!   would report it as `Unavailable`) is retried as any `429`. With
-//!   [`GrpcSignal`](crate::signal::GrpcSignal), a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
+//!   [`GrpcSignal`](crate::response_signal::GrpcSignal), a Trailers-Only `grpc-status: 8` (RESOURCE_EXHAUSTED) is
 //!   told to the budget as its HTTP equivalent, `429`, and
 //!   `grpc-retry-pushback-ms` as the server's delay; a negative or malformed
 //!   pushback forbids the retry (gRFC A6), and the action ends as
@@ -236,14 +244,18 @@
 #![warn(missing_docs)]
 
 mod attempt_info;
+pub mod body_replay;
 pub mod budget;
 mod builder;
 pub mod calendar;
+mod cancel;
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
 pub mod classify;
 mod clock;
+mod ctx;
 mod error;
+mod extra;
 mod future;
 pub mod gate;
 pub mod grpc;
@@ -252,16 +264,15 @@ pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
 pub mod observer;
-pub mod policy;
 pub mod quota;
-pub mod replay;
 mod report_slot;
 mod request;
+pub mod response_signal;
 mod service;
-pub mod signal;
 #[cfg(feature = "single-flight")]
 #[cfg_attr(docsrs, doc(cfg(feature = "single-flight")))]
 pub mod single_flight;
+pub mod tower_policy;
 mod trace;
 
 pub use attempt_info::AttemptDeadline;
@@ -270,6 +281,6 @@ pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
 pub use layer::{ReportMode, RetryBudgetLayer};
 pub use report_slot::ReportSlot;
-pub use request::{may_retry, Idempotent};
+pub use request::{is_budgeted, may_retry, BudgetThis, Idempotent};
 pub use retry_budget::{Jitter, Outcome, Policy, Report};
 pub use service::RetryBudget;

@@ -17,7 +17,14 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use http::request::Parts;
+use http::Extensions;
 use retry_budget::Report;
+
+use crate::clock::Clock;
+use crate::extra::{ActionExtra, Extra};
+use crate::report_slot::LateReport;
+use crate::response_signal::is_grpc;
 
 /// Identifies one action (one budgeted request) for an [`Observer`].
 ///
@@ -121,6 +128,55 @@ impl fmt::Debug for SharedObserver {
     }
 }
 
+/// The observer as an extra of the retry layer: each action gets a
+/// [`Watch`] (the caller's [`ActionId`] if the request has one, else the
+/// next from the counter).
+impl Extra for SharedObserver {
+    /// With an observer, a gRPC request (and so every attempt's copy of it)
+    /// carries the action's [`Observed`] for the layer below that reads a
+    /// status from trailers ([`GrpcTrailers`](crate::grpc::GrpcTrailers),
+    /// the one reader): its answer has the request's gRPC content type. Any
+    /// other request does not, and its copies carry one extension fewer.
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+        let Some(request) = request else {
+            return Some(Box::new(self.watch(None)));
+        };
+        let watch = self.watch(request.extensions.get::<ActionId>().copied());
+        if is_grpc(&request.headers) {
+            request.extensions.insert(Observed(watch.clone()));
+        }
+        Some(Box::new(watch))
+    }
+}
+
+impl ActionExtra for Watch {
+    fn listens(&self) -> bool {
+        true
+    }
+
+    fn event(&mut self, event: &Event) {
+        Self::event(self, event);
+    }
+
+    fn wants_report(&self) -> bool {
+        true
+    }
+
+    fn report(&mut self, report: &Report, _: &mut Clock) {
+        Self::report(self, report);
+    }
+
+    /// A layer below that watches the body for a late status, and has no
+    /// slot of the caller's to correct, asked for a copy of the report: it
+    /// asks only when the request told it an observer listens (this
+    /// action's [`Observed`]).
+    fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
+        if let Some(late) = extensions.remove::<LateReport>() {
+            late.0.fill(report.clone(), Some(clock.origin()));
+        }
+    }
+}
+
 /// An action's observer and id, in every attempt request's extensions (when
 /// an observer is configured), for a layer below that learns something
 /// after the response was returned: the gRPC peek's status after data.
@@ -148,5 +204,39 @@ impl Watch {
 impl fmt::Debug for Watch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("Watch").field(&self.id).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Silent;
+    impl Observer for Silent {
+        fn on_event(&self, _: ActionId, _: &Event) {}
+    }
+
+    #[test]
+    fn only_a_grpc_request_carries_the_observer_to_the_layers_below() {
+        let observer = SharedObserver::new(Silent);
+        for (content_type, carried) in [
+            (Some("application/grpc"), true),
+            (Some("application/grpc+proto"), true),
+            (Some("application/json"), false),
+            (None, false),
+        ] {
+            let mut builder = http::Request::get("http://svc.test/x");
+            if let Some(value) = content_type {
+                builder = builder.header(http::header::CONTENT_TYPE, value);
+            }
+            let (mut parts, ()) = builder.body(()).unwrap().into_parts();
+            let watch = observer.start(Some(&mut parts)).expect("an observer");
+            assert!(watch.listens() && watch.wants_report());
+            assert_eq!(
+                parts.extensions.get::<Observed>().is_some(),
+                carried,
+                "{content_type:?}"
+            );
+        }
     }
 }

@@ -4,8 +4,12 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use http::request::Parts;
 use retry_budget::Report;
 use tokio::time::Instant;
+
+use crate::clock::Clock;
+use crate::extra::{ActionExtra, Extra};
 
 /// A place for the [`Report`] of one request, shared between the caller and
 /// the layer.
@@ -105,3 +109,52 @@ impl fmt::Debug for ReportSlot {
 /// layer removes it from the response and fills it with the report.
 #[derive(Debug, Clone)]
 pub(crate) struct LateReport(pub(crate) ReportSlot);
+
+/// The retry layer's extra that fills the [`ReportSlot`] a request carries.
+pub(crate) struct SlotExtra;
+
+impl Extra for SlotExtra {
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+        let slot = request?.extensions.get::<ReportSlot>()?.clone();
+        Some(Box::new(slot))
+    }
+}
+
+impl ActionExtra for ReportSlot {
+    fn wants_report(&self) -> bool {
+        true
+    }
+
+    fn report(&mut self, report: &Report, clock: &mut Clock) {
+        self.fill(report.clone(), Some(clock.origin()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use retry_budget::{Action, Policy};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_slot_a_request_carries_gets_the_report() {
+        let (mut plain, ()) = http::Request::new(()).into_parts();
+        assert!(SlotExtra.start(Some(&mut plain)).is_none());
+
+        let slot = ReportSlot::new();
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.extensions.insert(slot.clone());
+        let mut part = SlotExtra.start(Some(&mut parts)).unwrap();
+        assert!(part.wants_report());
+
+        let mut action = Action::new(Arc::new(Policy::default()));
+        action.caller_left(std::time::Duration::ZERO);
+        let report = action.take_report().expect("stopped");
+        let mut clock = Clock::start();
+        part.report(&report, &mut clock);
+        assert_eq!(slot.get().map(|r| r.outcome), Some(report.outcome));
+        assert_eq!(slot.origin(), Some(clock.origin()));
+    }
+}

@@ -4,8 +4,10 @@
 //! retried. A write is retried only when the caller opts in for that one
 //! request with the [`Idempotent`] extension, asserting that repeating it is
 //! the same logical operation (for example because it carries an
-//! `Idempotency-Key` header, which every copy keeps unchanged). Everything
-//! else passes through untouched: no copy, no timer.
+//! `Idempotency-Key` header, which every copy keeps unchanged). A request
+//! marked [`BudgetThis`] is budgeted too (a deadline, cancellation, a
+//! report), retried only as the policy allows. Everything else passes
+//! through untouched: no copy, no timer.
 
 use http::Request;
 
@@ -25,11 +27,38 @@ use http::Request;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Idempotent;
 
-/// Whether a request may ever be retried.
+/// Request extension: the caller asks the layer to budget this request
+/// although it may not be retried by its method alone (a write): it then
+/// gets a deadline, cancellation and a report like any budgeted request,
+/// and is retried only as the layer's policy allows (a write that must not
+/// be repeated is given a one-attempt policy). Unlike [`Idempotent`], it
+/// asserts nothing about repeating the request: a layer that keeps a body
+/// for replay ([`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer))
+/// keeps none for it.
+///
+/// ```
+/// use tower_retry_budget::{is_budgeted, may_retry, BudgetThis};
+///
+/// let mut request = http::Request::post("http://example.com/jobs").body(()).unwrap();
+/// request.extensions_mut().insert(BudgetThis);
+/// assert!(is_budgeted(&request) && !may_retry(&request));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BudgetThis;
+
+/// Whether a request may ever be retried: a safe method, or marked
+/// [`Idempotent`].
 #[inline]
 pub fn may_retry<B>(request: &Request<B>) -> bool {
     // `is_safe`: GET, HEAD, OPTIONS, TRACE (one match on the method's tag).
     request.method().is_safe() || request.extensions().get::<Idempotent>().is_some()
+}
+
+/// Whether the retry layer budgets a request: one that [`may_retry`], or
+/// one marked [`BudgetThis`]. Any other passes straight through.
+#[inline]
+pub fn is_budgeted<B>(request: &Request<B>) -> bool {
+    may_retry(request) || request.extensions().get::<BudgetThis>().is_some()
 }
 
 /// A copy of a request for a retry: method, URI, version, headers,
@@ -56,6 +85,16 @@ mod tests {
             r.extensions_mut().insert(Idempotent);
             assert!(may_retry(&r));
         }
+    }
+
+    #[test]
+    fn a_write_marked_budget_this_is_budgeted_not_made_repeatable() {
+        let mut r = Request::builder().method(Method::POST).body(()).unwrap();
+        assert!(!is_budgeted(&r));
+        r.extensions_mut().insert(BudgetThis);
+        assert!(is_budgeted(&r) && !may_retry(&r));
+        let get = Request::builder().method(Method::GET).body(()).unwrap();
+        assert!(is_budgeted(&get));
     }
 
     #[test]

@@ -10,8 +10,9 @@ use http::{Request, Response};
 use retry_budget::Policy;
 use tower::Service;
 
+use crate::ctx::Ctx;
 use crate::error::{Error, ErrorKind};
-use crate::future::{Ctx, Extras, ResponseFuture};
+use crate::future::ResponseFuture;
 use crate::layer::Config;
 use crate::request;
 
@@ -87,7 +88,7 @@ where
         self.inner.poll_ready(cx).map_err(|error| {
             // The transport failed before any request: an action that never
             // started, told to the core like any other ending.
-            let extras = Extras::without_request(&self.config);
+            let extras = self.config.extras.without_request();
             let mut ctx = Ctx::<S, B>::new(self.config.clone(), self.inner.clone(), extras);
             ctx.step(|action, now| action.readiness_failed(now));
             ctx.finish_error(ErrorKind::Inner(error))
@@ -95,7 +96,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        if !request::may_retry(&request) {
+        if !request::is_budgeted(&request) {
             // Not retryable: no copy, no timer, no report.
             return ResponseFuture::passthrough(self.inner.call(request));
         }

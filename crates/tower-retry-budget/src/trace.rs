@@ -1,6 +1,6 @@
 //! `tracing` events for the trail: one event per step, with the trail's
 //! fields. Of a response's headers, only `Retry-After` is ever logged (and,
-//! with [`GrpcSignal`](crate::signal::GrpcSignal), `grpc-status` and
+//! with [`GrpcSignal`](crate::response_signal::GrpcSignal), `grpc-status` and
 //! `grpc-retry-pushback-ms`); request headers (Authorization, Cookie, ...)
 //! never are.
 //!
@@ -23,41 +23,36 @@ use retry_budget::{
     Action, Decision,
 };
 
-use crate::observer::Watch;
-
 fn secs(d: std::time::Duration) -> f64 {
     d.as_secs_f64()
 }
 
 /// Feeds one input to `action` at elapsed `now`, traces the events it
 /// added if `traced` (the action's [`listening`], read when it started)
-/// and hands them to the observer, if any: the only way the adapter talks
-/// to the core.
+/// and hands them to `hear` (the action's listening extras): the only way
+/// the adapter talks to the core.
 pub(crate) fn step(
     action: &mut Action,
     now: Duration,
     traced: bool,
-    watch: Option<&Watch>,
+    hear: impl FnMut(&Event),
     input: impl FnOnce(&mut Action, Duration) -> Decision,
 ) -> Decision {
     let seen = action.trail().len();
     let decision = input(action, now);
-    told(action.trail(), seen, traced, watch);
+    told(action.trail(), seen, traced, hear);
     decision
 }
 
 /// The trail's events from `from` on: traced if `traced` (the action's
-/// [`listening`]), and given to the observer if there is one. Read with
-/// [`Trail::get`], so that a trail nobody else reads is not written out
-/// for them.
-pub(crate) fn told(trail: &Trail, from: usize, traced: bool, watch: Option<&Watch>) {
+/// [`listening`]), and given to `hear`. Read with [`Trail::get`], so that a
+/// trail nobody else reads is not written out for them.
+pub(crate) fn told(trail: &Trail, from: usize, traced: bool, mut hear: impl FnMut(&Event)) {
     for event in (from..trail.len()).filter_map(|i| trail.get(i)) {
         if traced {
             emit(&event);
         }
-        if let Some(watch) = watch {
-            watch.event(&event);
-        }
+        hear(&event);
     }
 }
 

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::calendar::FnCalendar;
 use tower_retry_budget::quota::{QuotaExhausted, QuotaLayer};
-use tower_retry_budget::signal::{HttpSignal, ResetSignal, RetrySignal};
+use tower_retry_budget::response_signal::{HttpSignal, ResetSignal, RetrySignal};
 use tower_retry_budget::RetryBudgetLayer;
 
 const S: fn(u64) -> Duration = Duration::from_secs;

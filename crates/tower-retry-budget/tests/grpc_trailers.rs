@@ -40,7 +40,7 @@ use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
     grpc::GrpcTrailersLayer,
     observer::{ActionId, Event, Observer},
-    signal::GrpcSignal,
+    response_signal::GrpcSignal,
     Idempotent, ReportSlot, RetryBudgetLayer,
 };
 
@@ -706,7 +706,7 @@ mod loopback {
     use tonic::transport::server::TcpIncoming;
     use tonic::transport::{Channel, Endpoint};
     use tonic::{Code, Status};
-    use tower_retry_budget::replay::{ReplayBody, ReplayBodyLayer};
+    use tower_retry_budget::body_replay::{ReplayBody, ReplayBodyLayer};
 
     use super::*;
 

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
     calendar::{DateReference, FnCalendar, UntrustedCalendar},
-    policy::BudgetPolicy,
+    tower_policy::BudgetPolicy,
     ErrorKind, Idempotent, RetryBudgetLayer, RetryBudgetServiceBuilderExt,
 };
 

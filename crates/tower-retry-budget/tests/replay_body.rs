@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use retry_budget::{Outcome, Policy, Report};
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    replay::{ReplayBody, ReplayBodyLayer},
+    body_replay::{ReplayBody, ReplayBodyLayer},
     Idempotent, RetryBudgetLayer,
 };
 

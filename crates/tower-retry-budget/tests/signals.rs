@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
     calendar::{FnCalendar, UntrustedCalendar},
-    signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal},
+    response_signal::{GrpcSignal, HttpSignal, ResetSignal, RetrySignal},
     RetryBudgetLayer,
 };
 

@@ -25,7 +25,7 @@ use retry_budget::{
 };
 use tokio::net::TcpListener;
 use tower::{ServiceBuilder, ServiceExt};
-use tower_retry_budget::{calendar::FnCalendar, signal::ResetSignal, RetryBudgetLayer};
+use tower_retry_budget::{calendar::FnCalendar, response_signal::ResetSignal, RetryBudgetLayer};
 
 /// Serves 429 with `headers` to the first request, 200 to the others.
 async fn serve(headers: Vec<(&'static str, String)>) -> (SocketAddr, Arc<AtomicUsize>) {

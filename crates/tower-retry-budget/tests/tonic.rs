@@ -32,9 +32,9 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 use tower::{Service, ServiceBuilder};
 use tower_retry_budget::{
+    body_replay::{ReplayBody, ReplayBodyLayer},
     idempotent_paths::IdempotentPathsLayer,
-    replay::{ReplayBody, ReplayBodyLayer},
-    signal::GrpcSignal,
+    response_signal::GrpcSignal,
     Idempotent, ReportSlot, RetryBudgetLayer,
 };
 

@@ -16,7 +16,7 @@ use retry_budget::{ratio::Ratio, Policy};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
 use tower_retry_budget::quota::QuotaLayer;
-use tower_retry_budget::{budget::ClientBudget, signal::ResetSignal};
+use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
 
 use super::path::{normalize, PathError};
 use crate::budget_args::BudgetArgs;
@@ -301,7 +301,7 @@ impl Args {
         let asked = &self.budget.signals;
         let reset = asked
             .reads_any()
-            .then(|| asked.signal(tower_retry_budget::signal::HttpSignal));
+            .then(|| asked.signal(tower_retry_budget::response_signal::HttpSignal));
         let client_budget = if self.no_client_budget {
             None
         } else {

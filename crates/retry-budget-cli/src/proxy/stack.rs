@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ReplayBodyLayer        (64 KiB of a retryable body kept; larger: sent once)
-//!   → mark Idempotent    (every request is budgeted; its policy says how often)
+//!   → mark BudgetThis    (every request is budgeted; its policy says how often)
 //!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
 //!                         the client-wide budget, hold-off and observer
 //!                         shared by all)
@@ -39,14 +39,14 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
 use tower_retry_budget::{
+    body_replay::{ReplayBody, ReplayBodyLayer},
     budget::ClientBudget,
     calendar::UntrustedCalendar,
     hold_off::HoldOff,
-    may_retry,
+    is_budgeted,
     quota::{Quota, QuotaLayer},
-    replay::{ReplayBody, ReplayBodyLayer},
-    signal::ResetSignal,
-    Idempotent, RetryBudget, RetryBudgetLayer,
+    response_signal::ResetSignal,
+    BudgetThis, RetryBudget, RetryBudgetLayer,
 };
 
 use crate::connector::{self, Connector};
@@ -67,7 +67,7 @@ pub type Below =
     Either<tower::limit::ConcurrencyLimit<Attempt<UpstreamClient>>, Attempt<UpstreamClient>>;
 
 /// The service one request is sent through.
-pub type PerRequest = tower_retry_budget::replay::ReplayBodyService<
+pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<
     tower::util::MapRequest<
         RetryBudget<Quota<Below>>,
         fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
@@ -215,16 +215,17 @@ impl Stack {
     }
 }
 
-/// Every request is budgeted, so that every one has a deadline, can be
-/// cancelled, and gets a report; a write that must not be repeated is given
-/// a one-attempt policy by the caller of [`Stack::service`] instead. Placed
-/// below the replay layer, which has already chosen how much of the body to
-/// keep (nothing for a write not marked idempotent by the caller). A
-/// request the layer budgets already ([`may_retry`]) gets no mark (one
-/// extension fewer in it and in each of its copies).
+/// Every request is budgeted ([`BudgetThis`]), so that every one has a
+/// deadline, can be cancelled, and gets a report; a write that must not be
+/// repeated is given a one-attempt policy by the caller of
+/// [`Stack::service`] instead. Placed below the replay layer, which has
+/// already chosen how much of the body to keep (nothing for a write not
+/// marked idempotent by the caller). A request the layer budgets already
+/// ([`is_budgeted`]) gets no mark (one extension fewer in it and in each of
+/// its copies).
 fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
-    if !may_retry(&request) {
-        request.extensions_mut().insert(Idempotent);
+    if !is_budgeted(&request) {
+        request.extensions_mut().insert(BudgetThis);
     }
     request
 }

@@ -13,7 +13,7 @@ use pin_project_lite::pin_project;
 
 use crate::observer::{self, Observed};
 use crate::report_slot::{LateReport, ReportSlot};
-use crate::signal::{GrpcSignal, RetrySignal};
+use crate::response_signal::{GrpcSignal, RetrySignal};
 
 /// What the peek took out of the inner body.
 enum Held<B: Body> {
@@ -94,7 +94,12 @@ impl Watch {
         // The core decides what the late status changes.
         if report.status_after_data(at, signal.status(), from) {
             let traced = crate::trace::listening();
-            crate::trace::told(&report.events, seen, traced, self.observer.as_ref());
+            let observer = self.observer.as_ref();
+            crate::trace::told(&report.events, seen, traced, |event| {
+                if let Some(observer) = observer {
+                    observer.event(event);
+                }
+            });
             if let Some(observer) = &self.observer {
                 observer.report(&report);
             }

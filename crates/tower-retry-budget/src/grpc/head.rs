@@ -1,27 +1,12 @@
 //! What a response head says about where its gRPC status will be, and the
 //! Trailers-Only form of a head whose status came in trailers.
 
-use http::header::CONTENT_TYPE;
 use http::{Extensions, HeaderMap, HeaderName, StatusCode};
 
-use crate::signal::{GrpcSignal, RetrySignal, StatusFromTrailers, GRPC_STATUS};
+use crate::response_signal::{is_grpc, GrpcSignal, RetrySignal, StatusFromTrailers, GRPC_STATUS};
 
 // Parsed once: a lookup by `&str` parses the name every time.
 const STATUS: HeaderName = HeaderName::from_static(GRPC_STATUS);
-
-/// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
-/// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
-/// trailers inside the body, where no trailers frame will come.
-pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
-    let Some(value) = headers.get(CONTENT_TYPE) else {
-        return false;
-    };
-    let value = value.as_bytes();
-    let prefix = b"application/grpc";
-    value.len() >= prefix.len()
-        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
-        && matches!(value.get(prefix.len()), None | Some(b'+' | b';'))
-}
 
 /// Whether this head is a gRPC answer whose status is still to come: HTTP
 /// `200`, a gRPC content type, no `grpc-status` (a Trailers-Only head has

@@ -6,14 +6,14 @@ use super::GrpcTrailers;
 
 /// Applies [`GrpcTrailers`]: place it **below**
 /// [`RetryBudgetLayer`](crate::RetryBudgetLayer) (closer to the channel),
-/// with [`GrpcSignal`](crate::signal::GrpcSignal).
+/// with [`GrpcSignal`](crate::response_signal::GrpcSignal).
 ///
 /// [`GrpcTrailersLayer`]: a gRPC status that comes in trailers, seen by the
 /// retry layer and never contradicted by its report.
 ///
 /// # Why
 ///
-/// The retry layer decides on a response's head, and [`GrpcSignal`](crate::signal::GrpcSignal) reads
+/// The retry layer decides on a response's head, and [`GrpcSignal`](crate::response_signal::GrpcSignal) reads
 /// `grpc-status` there: that is where a *Trailers-Only* answer puts it. But a
 /// server that sends its initial metadata before failing (any handler that
 /// sets response headers, or a streaming-capable path) answers with a head
@@ -29,7 +29,7 @@ use super::GrpcTrailers;
 /// |---|---|
 /// | not gRPC (`content-type` not `application/grpc`, `+...` or `;...`), not `200`, or a head with `grpc-status` (Trailers-Only) | nothing: the response is passed on untouched, no frame is read |
 /// | a call the retry layer does not budget (a `POST` not marked [`Idempotent`](crate::Idempotent)) | nothing |
-/// | head, then trailers with a non-OK `grpc-status` and no message | the head becomes the Trailers-Only head the server could have sent: every trailer field is appended to it (and an extension of the layer's own marks it, so that no server can claim it), so [`GrpcSignal`](crate::signal::GrpcSignal) reads it as usual (RESOURCE_EXHAUSTED → `429` with the pushback, a negative pushback → not retryable) and the trail says `..., in trailers after initial metadata`. The body still yields those exact trailers. |
+/// | head, then trailers with a non-OK `grpc-status` and no message | the head becomes the Trailers-Only head the server could have sent: every trailer field is appended to it (and an extension of the layer's own marks it, so that no server can claim it), so [`GrpcSignal`](crate::response_signal::GrpcSignal) reads it as usual (RESOURCE_EXHAUSTED → `429` with the pushback, a negative pushback → not retryable) and the trail says `..., in trailers after initial metadata`. The body still yields those exact trailers. |
 /// | head, then trailers with `grpc-status: 0` (or none), no message | the head is unchanged; the body yields the trailers |
 /// | head, then a message | peeking stops: the response is passed on (nothing is retried once data has been seen); the message is yielded first |
 ///
@@ -78,7 +78,7 @@ use super::GrpcTrailers;
 /// use http_body_util::{BodyExt, Empty, Full};
 /// use retry_budget::{Outcome, Policy};
 /// use tower::{service_fn, ServiceBuilder, ServiceExt};
-/// use tower_retry_budget::{signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, ReportSlot, RetryBudgetLayer};
+/// use tower_retry_budget::{response_signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, ReportSlot, RetryBudgetLayer};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() {

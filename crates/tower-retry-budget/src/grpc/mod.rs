@@ -8,6 +8,5 @@ mod service;
 
 pub use body::PeekBody;
 pub use future::GrpcTrailersFuture;
-pub(crate) use head::is_grpc;
 pub use layer::GrpcTrailersLayer;
 pub use service::GrpcTrailers;

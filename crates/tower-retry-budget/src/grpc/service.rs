@@ -57,7 +57,7 @@ where
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         // The retry layer budgets exactly these; any other call is neither
         // retried nor reported, so there is nothing to peek for.
-        if !request::may_retry(&request) {
+        if !request::is_budgeted(&request) {
             return GrpcTrailersFuture::passthrough(self.inner.call(request));
         }
         let listeners = Listeners::of(request.extensions());

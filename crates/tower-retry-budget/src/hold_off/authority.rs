@@ -11,17 +11,26 @@
 
 use http::header::HOST;
 use http::uri::{Authority, Scheme};
+#[cfg(test)]
 use http::Request;
+use http::{HeaderMap, Uri};
 
-/// The key of a request: `scheme://host:port` from its URI, or from its
-/// `Host` header for a relative URI (scheme `http` then, which is what a
-/// request in origin form over a plain connection is).
-pub(crate) fn authority_of<B>(request: &Request<B>) -> Option<String> {
-    let scheme = request.uri().scheme().unwrap_or(&Scheme::HTTP);
-    if let Some(authority) = request.uri().authority() {
+/// The key of a request.
+#[cfg(test)]
+fn authority_of<B>(request: &Request<B>) -> Option<String> {
+    authority_in(request.uri(), request.headers())
+}
+
+/// The key of a request with this URI and these headers:
+/// `scheme://host:port` from its URI, or from its `Host` header for a
+/// relative URI (scheme `http` then, which is what a request in origin
+/// form over a plain connection is).
+pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<String> {
+    let scheme = uri.scheme().unwrap_or(&Scheme::HTTP);
+    if let Some(authority) = uri.authority() {
         return Some(key(scheme, authority));
     }
-    let host = request.headers().get(HOST)?.to_str().ok()?;
+    let host = headers.get(HOST)?.to_str().ok()?;
     let authority: Authority = host.parse().ok()?;
     Some(key(scheme, &authority))
 }

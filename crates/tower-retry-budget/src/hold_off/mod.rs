@@ -2,13 +2,13 @@
 
 mod authority;
 mod config;
+mod extra;
 mod handle;
 mod map;
 #[cfg(feature = "redis")]
 mod redis;
 mod store;
 
-pub(crate) use authority::authority_of;
 pub use config::{
     HoldOffBuilder, HoldOffError, DEFAULT_HOLD_OFF_CAPACITY, DEFAULT_MAX_HOLD, MAX_MAX_HOLD,
 };

@@ -201,7 +201,7 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         // Only what the retry layer budgets can be retried in vain.
-        if !request::may_retry(&request) || self.config.codes.is_empty() {
+        if !request::is_budgeted(&request) || self.config.codes.is_empty() {
             return QuotaFuture::passthrough(self.inner.call(request));
         }
         let attempt = request.extensions().get::<AttemptDeadline>().copied();

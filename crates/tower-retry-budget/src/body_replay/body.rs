@@ -28,7 +28,7 @@ struct Shared<B> {
 }
 
 /// A request body that can be cloned for a retry. See
-/// [`ReplayBodyLayer`](crate::replay::ReplayBodyLayer).
+/// [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer).
 ///
 /// The original and every clone follow one rule, whichever is read first
 /// and in whatever order: each has its own position in what was buffered,
@@ -48,7 +48,7 @@ pub struct ReplayBody<B> {
 }
 
 /// A handle on a [`ReplayBody`]'s state, put in the request extensions by
-/// [`ReplayBodyService`](crate::replay::ReplayBodyService) so that the retry layer
+/// [`ReplayBodyService`](crate::body_replay::ReplayBodyService) so that the retry layer
 /// can tell whether the body can still be replayed.
 #[derive(Clone)]
 pub struct ReplayHandle {

@@ -12,14 +12,14 @@ use super::{ReplayBodyService, DEFAULT_REPLAY_LIMIT};
 ///
 /// A retry must send the same bytes again, but most streaming bodies (a
 /// tonic body, a boxed body, hyper's `Incoming`) cannot be cloned. Wrapping
-/// the body in a [`ReplayBody`](crate::replay::ReplayBody) makes it `Clone`: the first attempt streams
+/// the body in a [`ReplayBody`](crate::body_replay::ReplayBody) makes it `Clone`: the first attempt streams
 /// the inner body as usual and keeps a copy of what it sent, up to a limit
 /// (64 KiB by default, as linkerd2-proxy does); a clone made for a retry
 /// replays those bytes, then the trailers.
 ///
 /// A body larger than the limit still goes through once, untouched, but can
 /// no longer be replayed: [`RetryBudget`](crate::RetryBudget) sees that
-/// through the [`ReplayHandle`](crate::replay::ReplayHandle) handle in the request's extensions and stops
+/// through the [`ReplayHandle`](crate::body_replay::ReplayHandle) handle in the request's extensions and stops
 /// the action as `not_replayable` instead of sending a truncated copy. Bodies
 /// that are already `Clone` (`Full<Bytes>`, `Empty`) don't need this layer
 /// and keep the cheap path.
@@ -29,7 +29,7 @@ use super::{ReplayBodyService, DEFAULT_REPLAY_LIMIT};
 /// use http_body_util::{BodyExt, Full};
 /// use retry_budget::Policy;
 /// use tower::{service_fn, ServiceBuilder};
-/// use tower_retry_budget::{replay::{ReplayBody, ReplayBodyLayer}, RetryBudgetLayer};
+/// use tower_retry_budget::{body_replay::{ReplayBody, ReplayBodyLayer}, RetryBudgetLayer};
 ///
 /// // A body type that is not `Clone`.
 /// type Boxed = http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, Infallible>;

@@ -1,15 +1,18 @@
 //! [`RetrySignal`]: what a response head tells the budget.
 
 use std::fmt::Write as _;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use http::header::RETRY_AFTER;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{Extensions, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use retry_budget::{
     api_signals::{RetryAfterMs, ShouldRetry, RETRY_AFTER_MS, X_SHOULD_RETRY},
     reset::{ResetFormat, ResetHeaders},
     retry_after::{RetryAfter, MAX_KEPT_RAW},
+    Answer,
 };
+
+use crate::quota::QuotaExhausted;
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,18 +24,6 @@ pub struct Signal {
     reset_headers: Option<ResetHeaders>,
     retry_after_ms: Option<RetryAfterMs>,
     should_retry: Option<ShouldRetry>,
-}
-
-/// A [`Signal`] taken apart, for the one place a response is told to the
-/// core.
-pub(crate) struct SignalParts {
-    pub(crate) status: u16,
-    pub(crate) retry_after: RetryAfter,
-    pub(crate) forbidden: bool,
-    pub(crate) translated_from: Option<String>,
-    pub(crate) resets: Option<ResetHeaders>,
-    pub(crate) retry_after_ms: Option<RetryAfterMs>,
-    pub(crate) should_retry: Option<ShouldRetry>,
 }
 
 impl Signal {
@@ -123,16 +114,46 @@ impl Signal {
         self.translated_from.as_deref()
     }
 
-    pub(crate) fn into_parts(self) -> SignalParts {
-        SignalParts {
-            status: self.status,
-            retry_after: self.retry_after,
-            forbidden: self.retry_forbidden,
-            translated_from: self.translated_from,
-            resets: self.reset_headers,
-            retry_after_ms: self.retry_after_ms,
-            should_retry: self.should_retry,
+    /// The core's [`Answer`]: this reading, moved in (its `Retry-After`
+    /// lent), with the calendar read (`calendar`) only if a date needs it
+    /// and, for a reader that looks (`body`: the response's extensions),
+    /// what a layer below found in the body: **the one place a response
+    /// becomes what the core is told**.
+    pub(crate) fn answer(
+        &mut self,
+        calendar: impl FnOnce() -> Option<SystemTime>,
+        body: Option<&Extensions>,
+    ) -> Answer<'_> {
+        // The calendar clock is read only when the core needs it: a date,
+        // or a reset header given as a calendar time.
+        let needs_calendar = self.retry_after.needs_calendar()
+            || self
+                .reset_headers
+                .as_ref()
+                .is_some_and(ResetHeaders::needs_calendar);
+        let mut answer = Answer::new(self.status, &self.retry_after)
+            .calendar(if needs_calendar { calendar() } else { None })
+            .forbidden(self.retry_forbidden);
+        if let Some(resets) = self.reset_headers.take() {
+            answer = answer.resets(resets);
         }
+        if let Some(from) = self.translated_from.take() {
+            answer = answer.translated_from(from);
+        }
+        if let Some(values) = self.retry_after_ms.take() {
+            answer = answer.retry_after_ms(values);
+        }
+        if let Some(word) = self.should_retry.take() {
+            answer = answer.should_retry(word);
+        }
+        // A layer below read the body: the service said its quota is used
+        // up (only ever said of an error status; a success skips the look).
+        if self.status >= 400 {
+            if let Some(quota) = body.and_then(Extensions::get::<QuotaExhausted>) {
+                answer = answer.quota(quota.code());
+            }
+        }
+        answer
     }
 }
 
@@ -197,7 +218,7 @@ impl Signal {
 /// use std::time::Duration;
 /// use http::{Extensions, HeaderMap, StatusCode};
 /// use retry_budget::retry_after::RetryAfter;
-/// use tower_retry_budget::signal::{GrpcSignal, RetrySignal};
+/// use tower_retry_budget::response_signal::{GrpcSignal, RetrySignal};
 ///
 /// let mut headers = HeaderMap::new();
 /// headers.insert("grpc-status", "8".parse().unwrap());
@@ -255,6 +276,20 @@ pub struct GrpcSignal;
 pub const GRPC_STATUS: &str = "grpc-status";
 /// `grpc-retry-pushback-ms` (gRFC A6).
 pub const GRPC_RETRY_PUSHBACK_MS: &str = "grpc-retry-pushback-ms";
+
+/// `application/grpc`, `application/grpc+proto`, `application/grpc;...`
+/// (gRPC over HTTP/2). Not `application/grpc-web*`: gRPC-Web sends its
+/// trailers inside the body, where no trailers frame will come.
+pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(CONTENT_TYPE) else {
+        return false;
+    };
+    let value = value.as_bytes();
+    let prefix = b"application/grpc";
+    value.len() >= prefix.len()
+        && value[..prefix.len()].eq_ignore_ascii_case(prefix)
+        && matches!(value.get(prefix.len()), None | Some(b'+' | b';'))
+}
 
 /// A response extension: the head's `grpc-status` was copied from trailers
 /// that followed the initial metadata with no message.
@@ -335,7 +370,7 @@ impl RetrySignal for GrpcSignal {
 /// use std::time::Duration;
 /// use http::{Extensions, HeaderMap, StatusCode};
 /// use retry_budget::reset::ResetFormat;
-/// use tower_retry_budget::signal::{GrpcSignal, ResetSignal, RetrySignal};
+/// use tower_retry_budget::response_signal::{GrpcSignal, ResetSignal, RetrySignal};
 ///
 /// let signal = ResetSignal::new()
 ///     .ratelimit_fields()
@@ -376,6 +411,47 @@ pub const ANTHROPIC_RESETS: [&str; 4] = [
     "anthropic-ratelimit-output-tokens-reset",
 ];
 
+/// What a provider sends besides `Retry-After`, described as data that
+/// [`ResetSignal::with_provider`] interprets: a new provider is one more
+/// such table (its signals in a body are read by `QuotaLayer`, feature
+/// `quota`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Provider {
+    /// The provider's name (`openai`).
+    pub name: &'static str,
+    /// It sends `retry-after-ms` ([`ResetSignal::retry_after_ms`]).
+    pub retry_after_ms: bool,
+    /// It sends `x-should-retry` ([`ResetSignal::should_retry`]).
+    pub should_retry: bool,
+    /// Its reset headers, each with its format, in the order read
+    /// ([`ResetSignal::header`]).
+    pub resets: &'static [(&'static str, ResetFormat)],
+}
+
+/// OpenAI's API: see [`ResetSignal::openai`].
+pub const OPENAI: Provider = Provider {
+    name: "openai",
+    retry_after_ms: true,
+    should_retry: true,
+    resets: &[
+        (OPENAI_RESET_REQUESTS, ResetFormat::Duration),
+        (OPENAI_RESET_TOKENS, ResetFormat::Duration),
+    ],
+};
+
+/// Anthropic's API: see [`ResetSignal::anthropic`].
+pub const ANTHROPIC: Provider = Provider {
+    name: "anthropic",
+    retry_after_ms: true,
+    should_retry: true,
+    resets: &[
+        (ANTHROPIC_RESETS[0], ResetFormat::Rfc3339),
+        (ANTHROPIC_RESETS[1], ResetFormat::Rfc3339),
+        (ANTHROPIC_RESETS[2], ResetFormat::Rfc3339),
+        (ANTHROPIC_RESETS[3], ResetFormat::Rfc3339),
+    ],
+};
+
 impl ResetSignal {
     /// Reads nothing more than [`HttpSignal`] until told which headers.
     pub fn new() -> Self {
@@ -399,7 +475,7 @@ impl ResetSignal {
     ///
     /// ```
     /// use http::{Extensions, HeaderMap, StatusCode};
-    /// use tower_retry_budget::signal::{ResetSignal, RetrySignal};
+    /// use tower_retry_budget::response_signal::{ResetSignal, RetrySignal};
     ///
     /// let mut headers = HeaderMap::new();
     /// headers.insert("retry-after-ms", "2500".parse().unwrap());
@@ -488,31 +564,36 @@ impl<S> ResetSignal<S> {
         self
     }
 
+    /// Reads what `provider` sends, on top of `inner` and of anything
+    /// already asked for: the one reader of a [`Provider`] table.
+    #[must_use]
+    pub fn with_provider(mut self, provider: &Provider) -> Self {
+        if provider.retry_after_ms {
+            self = self.retry_after_ms();
+        }
+        if provider.should_retry {
+            self = self.should_retry();
+        }
+        provider
+            .resets
+            .iter()
+            .fold(self, |signal, &(name, format)| {
+                signal.header(HeaderName::from_static(name), format)
+            })
+    }
+
     /// Reads what [`ResetSignal::openai`] reads, on top of `inner` and of
-    /// anything already asked for.
+    /// anything already asked for ([`OPENAI`]).
     #[must_use]
     pub fn with_openai(self) -> Self {
-        self.retry_after_ms()
-            .should_retry()
-            .header(
-                HeaderName::from_static(OPENAI_RESET_REQUESTS),
-                ResetFormat::Duration,
-            )
-            .header(
-                HeaderName::from_static(OPENAI_RESET_TOKENS),
-                ResetFormat::Duration,
-            )
+        self.with_provider(&OPENAI)
     }
 
     /// Reads what [`ResetSignal::anthropic`] reads, on top of `inner` and
-    /// of anything already asked for.
+    /// of anything already asked for ([`ANTHROPIC`]).
     #[must_use]
     pub fn with_anthropic(self) -> Self {
-        ANTHROPIC_RESETS
-            .iter()
-            .fold(self.retry_after_ms().should_retry(), |signal, name| {
-                signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339)
-            })
+        self.with_provider(&ANTHROPIC)
     }
 
     /// Whether any header is read besides the inner signal's.
@@ -624,6 +705,28 @@ fn kept(raw: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_provider_table_reads_as_the_calls_it_stands_for() {
+        let by_hand = ResetSignal::new()
+            .retry_after_ms()
+            .should_retry()
+            .header(
+                HeaderName::from_static(OPENAI_RESET_REQUESTS),
+                ResetFormat::Duration,
+            )
+            .header(
+                HeaderName::from_static(OPENAI_RESET_TOKENS),
+                ResetFormat::Duration,
+            );
+        assert_eq!(ResetSignal::openai(), by_hand);
+        let by_hand = ANTHROPIC_RESETS.iter().fold(
+            ResetSignal::new().retry_after_ms().should_retry(),
+            |signal, name| signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339),
+        );
+        assert_eq!(ResetSignal::anthropic(), by_hand);
+        assert_ne!(ResetSignal::openai(), ResetSignal::anthropic());
+    }
+
     use super::*;
 
     fn head(pairs: &[(&str, &str)]) -> HeaderMap {

@@ -28,7 +28,7 @@
 //!
 //! ```
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{policy::BudgetPolicy, Policy};
+//! use tower_retry_budget::{tower_policy::BudgetPolicy, Policy};
 //!
 //! # let client = tower::service_fn(|_: http::Request<String>| async {
 //! #     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
@@ -45,14 +45,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::RETRY_AFTER;
-use http::{HeaderValue, Request, Response};
-use retry_budget::{retry_after::RetryAfter, Action, Decision, Policy};
+use http::{Request, Response};
+use retry_budget::{Action, Decision, Policy};
 use tokio::time::Sleep;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
 use crate::clock::Clock;
 use crate::request;
+use crate::response_signal::{HttpSignal, RetrySignal};
 
 /// The retry-budget rule as a [`tower::retry::Policy`].
 #[derive(Clone)]
@@ -94,7 +94,7 @@ struct Run {
 impl Run {
     fn step(&mut self, input: impl FnOnce(&mut Action, Duration) -> Decision) -> Decision {
         let now = self.clock.elapsed();
-        crate::trace::step(&mut self.action, now, self.traced, None, input)
+        crate::trace::step(&mut self.action, now, self.traced, |_| {}, input)
     }
 }
 
@@ -137,25 +137,21 @@ where
         let run = self.run.as_mut()?;
         let decision = match result {
             Ok(response) => {
-                let retry_after = RetryAfter::from_values(
-                    response
-                        .headers()
-                        .get_all(RETRY_AFTER)
-                        .iter()
-                        .map(HeaderValue::as_bytes),
+                // Read as the layer reads a response with its default
+                // signal (the status and `Retry-After`); the calendar is
+                // read only when the core needs it (a date, alone or among
+                // repeated values).
+                let headers = response.headers();
+                let mut signal = HttpSignal.read(response.status(), headers, response.extensions());
+                let (calendar, dates) = (&self.calendar, &self.dates);
+                let answer = signal.answer(
+                    || match calendar {
+                        None => dates.reading(&SystemCalendar, headers),
+                        Some(calendar) => dates.reading(calendar.as_ref(), headers),
+                    },
+                    None,
                 );
-                // The calendar is read only when the core needs it (a date,
-                // alone or among repeated values).
-                let calendar = if retry_after.needs_calendar() {
-                    match &self.calendar {
-                        None => self.dates.reading(&SystemCalendar, response.headers()),
-                        Some(calendar) => self.dates.reading(calendar.as_ref(), response.headers()),
-                    }
-                } else {
-                    None
-                };
-                let status = response.status().as_u16();
-                run.step(|action, now| action.response(now, status, &retry_after, calendar))
+                run.step(|action, now| action.respond(now, answer))
             }
             Err(_) => run.step(|action, now| action.transport_failed(now)),
         };

@@ -1,9 +1,11 @@
 //! [`ReplayBodyLayer`]: request bodies that are not `Clone`, made replayable.
 
 mod body;
+mod extra;
 mod layer;
 mod service;
 
 pub use body::{ReplayBody, ReplayError, ReplayHandle, DEFAULT_REPLAY_LIMIT};
+pub(crate) use extra::ReplayExtra;
 pub use layer::ReplayBodyLayer;
 pub use service::ReplayBodyService;

@@ -1,0 +1,25 @@
+//! The retry layer's extra that reads a request's [`ReplayHandle`]: a body
+//! that went over its replay limit cannot be sent again in full, and the
+//! core decides what that means for each response.
+
+use http::request::Parts;
+use retry_budget::Answer;
+
+use super::ReplayHandle;
+use crate::extra::{ActionExtra, Extra};
+
+/// Looks for a [`ReplayHandle`] in each request.
+pub(crate) struct ReplayExtra;
+
+impl Extra for ReplayExtra {
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+        let handle = request?.extensions.get::<ReplayHandle>()?.clone();
+        Some(Box::new(handle))
+    }
+}
+
+impl ActionExtra for ReplayHandle {
+    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        answer.replayable(self.is_replayable())
+    }
+}

@@ -1,0 +1,207 @@
+//! One action's runtime besides its pinned parts ([`Ctx`]): the core's
+//! [`Action`], its clock, the request each attempt is copied from, and the
+//! action's extras. The only way the response future talks to the core
+//! ([`Ctx::step`]), reads a response ([`Ctx::response`]) and ends an action
+//! ([`Ctx::finish`]).
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
+use std::sync::Arc;
+use std::task::Context;
+use std::time::Duration;
+
+use http::{Request, Response};
+use retry_budget::{Action, Decision, Report};
+
+use crate::clock::Clock;
+use crate::error::{Error, ErrorKind};
+use crate::extra::Extras;
+use crate::layer::{Config, ReportMode};
+use crate::request;
+
+/// One action's runtime state besides its pinned parts.
+pub(crate) struct Ctx<S, B> {
+    /// The core's state machine, in place (a trail it must write out goes
+    /// on the heap).
+    pub(crate) action: Action,
+    pub(crate) clock: Clock,
+    /// The clone of the inner service that sends the attempts after the
+    /// first (and a first attempt held off).
+    pub(crate) service: S,
+    /// The request each attempt is copied from (or, for the last possible
+    /// attempt, moved out of); `None` once no attempt can follow.
+    template: Option<Request<B>>,
+    config: Arc<Config>,
+    /// What the action tells besides the core, through one interface.
+    extras: Extras,
+}
+
+/// How an action ended, besides its report.
+pub(crate) type Ending<R, E> = Result<R, ErrorKind<E>>;
+
+/// What the future gives the caller.
+pub(crate) type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
+
+impl<S, B> Ctx<S, B> {
+    pub(crate) fn new(config: Arc<Config>, service: S, mut extras: Extras) -> Self {
+        if config.budget.is_some() {
+            extras.share();
+        }
+        Self {
+            action: config.action(),
+            clock: Clock::unread(),
+            service,
+            template: None,
+            config,
+            extras,
+        }
+    }
+
+    /// Opens the action on `request`, before its first attempt: what the
+    /// extras say first (a shared store down, a hold on the service), then
+    /// the first attempt's start. Returns the core's decision.
+    pub(crate) fn open(&mut self, request: Request<B>) -> Decision {
+        self.template = Some(request);
+        let before = self.extras.before_first(&mut self.clock);
+        if before.store_down {
+            self.step(|action, now| action.shared_store_unavailable(now));
+        }
+        let mut decision = Decision::StartNow;
+        if let Some(until) = before.held_until {
+            // The service asked the client to wait: the core decides
+            // whether the first attempt waits or is never sent.
+            decision = self.step(|action, now| action.hold_off(now, until));
+        }
+        if decision == Decision::StartNow {
+            decision = self.step(|action, now| action.attempt_started(now));
+        }
+        decision
+    }
+
+    /// Whether the caller has gone (an extra watching its token says so).
+    #[inline]
+    pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
+        self.extras.cancelled(cx)
+    }
+
+    /// Feeds one input to the action at this poll's time, has its events
+    /// traced and heard, and tells the client's shared state what the core
+    /// says is due (a deposit, a withdrawal, whose refusal is told back,
+    /// what the extras share). The only way the adapter talks to the core.
+    pub(crate) fn step(
+        &mut self,
+        input: impl FnOnce(&mut Action, Duration) -> Decision,
+    ) -> Decision {
+        let now = self.clock.now();
+        let action = &mut self.action;
+        let shared = self.extras.shares();
+        if !self.extras.listening() && !shared {
+            // Nobody hears the trail and nothing is shared: the core alone.
+            return input(action, now);
+        }
+        let mut decision = self.extras.step(action, now, input);
+        if !shared {
+            return decision;
+        }
+        let effects = action.client_effects();
+        if effects.is_empty() {
+            return decision;
+        }
+        if let Some(budget) = &self.config.budget {
+            if effects.deposit {
+                budget.0.deposit();
+            }
+            if effects.withdraw && !budget.0.withdraw() {
+                decision = self.extras.step(action, now, Action::retry_refused);
+            }
+        }
+        self.extras.effects(&effects, &mut self.clock);
+        decision
+    }
+
+    /// The request for the attempt the core has just started: a copy of
+    /// the template while another attempt may follow, the template itself
+    /// for the last one (never a copy that cannot be sent again), marked
+    /// by the extras.
+    pub(crate) fn next_request(&mut self) -> Request<B>
+    where
+        B: Clone,
+    {
+        let request = if self.action.retry_may_follow() {
+            self.template.as_ref().map(request::copy)
+        } else {
+            self.template.take()
+        };
+        let mut request = request.expect("the request is kept while an attempt may start");
+        self.extras.attempt(request.extensions_mut(), &self.action);
+        request
+    }
+
+    /// **The one place a response is told to the core**: the layer's
+    /// signal reads it, becomes one [`Answer`](retry_budget::Answer) (the
+    /// calendar read only if a date needs it), and the extras add what they
+    /// know (a body that can no longer be replayed). Returns the core's
+    /// decision.
+    pub(crate) fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
+        let (headers, extensions) = (response.headers(), response.extensions());
+        let mut signal = self.config.read(response.status(), headers, extensions);
+        let config = &self.config;
+        let answer = signal.answer(|| config.calendar_reading(headers), Some(extensions));
+        let answer = self.extras.answer(answer);
+        self.step(|action, now| action.respond(now, answer))
+    }
+
+    /// **The one place an action ends** (the core has stopped it): the
+    /// report goes to the extras, and in the response's extensions or the
+    /// error.
+    pub(crate) fn finish<ResB, E>(&mut self, ending: Ending<Response<ResB>, E>) -> Output<ResB, E> {
+        match ending {
+            Ok(mut response) => {
+                // Asked for by nobody (`ReportMode::WhenRetried`, one
+                // attempt, no extra that wants it): no report is built.
+                if self.action.attempts_started() > 1 || !self.report_unasked() {
+                    if let Some(report) = self.conclude() {
+                        let extensions = response.extensions_mut();
+                        self.extras.deliver(extensions, &report, &mut self.clock);
+                        extensions.insert(report);
+                    }
+                }
+                Ok(response)
+            }
+            Err(kind) => Err(self.finish_error(kind)),
+        }
+    }
+
+    /// [`finish`](Self::finish) with an error.
+    pub(crate) fn finish_error<E>(&mut self, kind: ErrorKind<E>) -> Error<E> {
+        Error::new(kind, self.conclude())
+    }
+
+    /// Whether nobody asked for a report of an action that needed no retry
+    /// (see [`ReportMode::WhenRetried`]).
+    fn report_unasked(&self) -> bool {
+        self.config.report_mode == ReportMode::WhenRetried && !self.extras.want_report()
+    }
+
+    /// The stopped action's report, moving its trail out; the extras get
+    /// it too.
+    fn conclude(&mut self) -> Option<Report> {
+        let report = self.action.take_report();
+        debug_assert!(
+            report.is_some(),
+            "an action ends only once the core stopped it"
+        );
+        if let Some(report) = &report {
+            self.extras.report(report, &mut self.clock);
+        }
+        report
+    }
+
+    /// The caller dropped the response future before the end: the core
+    /// records it, and the report goes where it was asked for.
+    #[inline(never)]
+    pub(crate) fn caller_left(&mut self) {
+        self.clock.new_poll();
+        self.step(|action, now| action.caller_left(now));
+        self.conclude();
+    }
+}

@@ -1,0 +1,388 @@
+//! The one interface between the response future and the layer's extras
+//! (an observer, a hold-off map, the caller's report slot or cancellation
+//! token, a replay handle, attempt deadlines): what an extra needs from an
+//! action reaches it here, and nowhere else.
+//!
+//! The layer holds a list of [`Extra`]s, built once with it; when an action
+//! starts, each makes its part of that action (an [`ActionExtra`]), or
+//! nothing if the request gives it nothing to do. The future calls the
+//! action's parts at fixed moments (before the first attempt, after every
+//! step, for every attempt sent and every response, when it ends) without
+//! knowing what they are, so a new extra plugs in as one more entry in the
+//! layer's list. A request with no extras and no extensions makes none:
+//! its action's [`Extras`] is empty, allocates nothing, and every moment
+//! costs one check.
+#![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
+
+use std::any::TypeId;
+use std::sync::Arc;
+use std::task::Context;
+use std::time::Duration;
+
+use http::request::Parts;
+use http::Extensions;
+use retry_budget::trail::Event;
+use retry_budget::{Action, Answer, ClientEffects, Decision, Report};
+
+use crate::clock::Clock;
+
+/// An extra of the layer, shared by every action through it: it makes the
+/// part of each action it has something to do for.
+pub(crate) trait Extra: Send + Sync + 'static {
+    /// Its part of the action of `request` (`None`: an action that never
+    /// got a request, the caller's `poll_ready` having failed), if any. It
+    /// may mark the request (every attempt is a copy of it).
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>>;
+}
+
+/// An extra's part of one action, told what happens at fixed moments.
+/// Every method does nothing by default.
+pub(crate) trait ActionExtra: Send + Sync {
+    /// Before the first attempt: what the core must be told first.
+    fn before_first(&mut self, _clock: &mut Clock) -> BeforeFirst {
+        BeforeFirst::default()
+    }
+
+    /// Whether it hears the trail's events ([`event`](Self::event)).
+    fn listens(&self) -> bool {
+        false
+    }
+
+    /// One event the core added to the trail.
+    fn event(&mut self, _event: &Event) {}
+
+    /// Whether it shares state with the client's other actions
+    /// ([`effects`](Self::effects)).
+    fn shares(&self) -> bool {
+        false
+    }
+
+    /// What the core says is due to the state the client shares.
+    fn effects(&mut self, _effects: &ClientEffects, _clock: &mut Clock) {}
+
+    /// An attempt is about to be sent with these extensions.
+    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {}
+
+    /// What it adds to the answer a response gives the core.
+    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        answer
+    }
+
+    /// Whether the caller has gone (polled on every poll of the action).
+    fn cancelled(&mut self, _cx: &mut Context<'_>) -> bool {
+        false
+    }
+
+    /// Whether it wants the action's report even when nothing was retried.
+    fn wants_report(&self) -> bool {
+        false
+    }
+
+    /// The action ended with this report.
+    fn report(&mut self, _report: &Report, _clock: &mut Clock) {}
+
+    /// The action ended with a response carrying `report`; `extensions` are
+    /// the response's.
+    fn deliver(&mut self, _extensions: &mut Extensions, _report: &Report, _clock: &mut Clock) {}
+}
+
+/// What the extras tell the core before the first attempt.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BeforeFirst {
+    /// A shared store the action's state depends on is down.
+    pub(crate) store_down: bool,
+    /// The first attempt waits until this elapsed time.
+    pub(crate) held_until: Option<Duration>,
+}
+
+/// The layer's list of extras, in the order they hear each moment, and
+/// those made by a request's own extensions (looked for only in a request
+/// that has some).
+#[derive(Clone, Default)]
+pub(crate) struct ExtraList {
+    /// Each with its type: configured again, an extra replaces itself.
+    configured: Vec<(TypeId, Arc<dyn Extra>)>,
+    by_request: Vec<Arc<dyn Extra>>,
+}
+
+impl ExtraList {
+    /// Extras made only by what a request carries.
+    pub(crate) fn by_request(extras: Vec<Arc<dyn Extra>>) -> Self {
+        Self {
+            configured: Vec::new(),
+            by_request: extras,
+        }
+    }
+
+    /// Adds an extra the layer is configured with, in place of one of its
+    /// type given before.
+    pub(crate) fn set<E: Extra>(&mut self, extra: E) {
+        let extra: (TypeId, Arc<dyn Extra>) = (TypeId::of::<E>(), Arc::new(extra));
+        match self.configured.iter_mut().find(|(id, _)| *id == extra.0) {
+            Some(given) => *given = extra,
+            None => self.configured.push(extra),
+        }
+    }
+
+    /// Whether the layer is configured with an extra of type `E`.
+    #[cfg(test)]
+    pub(crate) fn has<E: Extra>(&self) -> bool {
+        self.configured
+            .iter()
+            .any(|(id, _)| *id == TypeId::of::<E>())
+    }
+
+    /// The parts of the action of `request`, which each extra may mark.
+    #[inline]
+    pub(crate) fn start<B>(&self, request: http::Request<B>) -> (http::Request<B>, Extras) {
+        let plain = request.extensions().is_empty();
+        if plain && self.configured.is_empty() {
+            // Nothing to look for.
+            return (request, Extras::traced());
+        }
+        let by_request = if plain { &[][..] } else { &self.by_request[..] };
+        let (mut parts, body) = request.into_parts();
+        // The request's own first (the caller's slot is filled before the
+        // observer hears the report), then the layer's.
+        let configured = self.configured.iter().map(|(_, extra)| extra);
+        let made = by_request
+            .iter()
+            .chain(configured)
+            .filter_map(|extra| extra.start(Some(&mut parts)));
+        let extras = Extras::of(made);
+        (http::Request::from_parts(parts, body), extras)
+    }
+
+    /// The parts of an action that never got a request.
+    pub(crate) fn without_request(&self) -> Extras {
+        Extras::of(
+            self.configured
+                .iter()
+                .filter_map(|(_, extra)| extra.start(None)),
+        )
+    }
+}
+
+impl std::fmt::Debug for ExtraList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtraList")
+            .field("configured", &self.configured.len())
+            .field("by_request", &self.by_request.len())
+            .finish()
+    }
+}
+
+/// One action's extras, and whether a `tracing` subscriber hears its
+/// trail. One extra is kept as it is (an action with an observer, say,
+/// allocates only the observer's part); several, as one [`Many`].
+pub(crate) struct Extras {
+    part: Option<Box<dyn ActionExtra>>,
+    /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
+    /// once, when the action starts.
+    traced: bool,
+    /// Whether an extra hears the trail.
+    hearing: bool,
+    shares: bool,
+    wants_report: bool,
+}
+
+impl Extras {
+    /// None; the subscriber asked once.
+    fn traced() -> Self {
+        Self {
+            part: None,
+            traced: crate::trace::listening(),
+            hearing: false,
+            shares: false,
+            wants_report: false,
+        }
+    }
+
+    /// The parts made for one action, in order.
+    fn of(mut made: impl Iterator<Item = Box<dyn ActionExtra>>) -> Self {
+        let mut extras = Self::traced();
+        let Some(first) = made.next() else {
+            return extras;
+        };
+        let part = match made.next() {
+            None => first,
+            Some(second) => {
+                let mut all = vec![first, second];
+                all.extend(made);
+                Box::new(Many(all))
+            }
+        };
+        extras.hearing = part.listens();
+        extras.shares = part.shares();
+        extras.wants_report = part.wants_report();
+        extras.part = Some(part);
+        extras
+    }
+
+    /// Whether anyone hears the trail as it grows (the subscriber, or an
+    /// extra): if not, a step need not look at the events it added.
+    pub(crate) const fn listening(&self) -> bool {
+        self.traced || self.hearing
+    }
+
+    /// Whether the client shares state with this action (a client budget,
+    /// or an extra's: a hold-off map): if not, a step does not ask the core
+    /// for the effects on it.
+    pub(crate) const fn shares(&self) -> bool {
+        self.shares
+    }
+
+    /// The client shares state of its own with this action (its budget).
+    pub(crate) fn share(&mut self) {
+        self.shares = true;
+    }
+
+    /// Whether any extra wants the report of an action that retried nothing.
+    pub(crate) const fn want_report(&self) -> bool {
+        self.wants_report
+    }
+
+    /// Feeds `input` to `action` at elapsed `now`; the events it added are
+    /// traced if a subscriber wants them, and heard by the extras that
+    /// listen.
+    pub(crate) fn step(
+        &mut self,
+        action: &mut Action,
+        now: Duration,
+        input: impl FnOnce(&mut Action, Duration) -> Decision,
+    ) -> Decision {
+        let traced = self.traced;
+        match &mut self.part {
+            Some(part) if self.hearing => {
+                crate::trace::step(action, now, traced, |event| part.event(event), input)
+            }
+            _ => crate::trace::step(action, now, traced, |_| {}, input),
+        }
+    }
+
+    /// See [`ActionExtra::before_first`].
+    pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
+        self.part
+            .as_mut()
+            .map_or_else(BeforeFirst::default, |part| part.before_first(clock))
+    }
+
+    /// See [`ActionExtra::effects`].
+    pub(crate) fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
+        if let Some(part) = &mut self.part {
+            part.effects(effects, clock);
+        }
+    }
+
+    /// See [`ActionExtra::attempt`].
+    #[inline]
+    pub(crate) fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+        if let Some(part) = &mut self.part {
+            part.attempt(extensions, action);
+        }
+    }
+
+    /// See [`ActionExtra::answer`].
+    #[inline]
+    pub(crate) fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        match &mut self.part {
+            Some(part) => part.answer(answer),
+            None => answer,
+        }
+    }
+
+    /// See [`ActionExtra::cancelled`].
+    #[inline]
+    pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
+        self.part.as_mut().is_some_and(|part| part.cancelled(cx))
+    }
+
+    /// See [`ActionExtra::report`].
+    pub(crate) fn report(&mut self, report: &Report, clock: &mut Clock) {
+        if let Some(part) = &mut self.part {
+            part.report(report, clock);
+        }
+    }
+
+    /// See [`ActionExtra::deliver`].
+    pub(crate) fn deliver(
+        &mut self,
+        extensions: &mut Extensions,
+        report: &Report,
+        clock: &mut Clock,
+    ) {
+        if let Some(part) = &mut self.part {
+            part.deliver(extensions, report, clock);
+        }
+    }
+}
+
+/// Several extras of one action, told each moment in order.
+struct Many(Vec<Box<dyn ActionExtra>>);
+
+impl ActionExtra for Many {
+    /// Any store down; the latest hold.
+    fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
+        let mut before = BeforeFirst::default();
+        for part in &mut self.0 {
+            let said = part.before_first(clock);
+            before.store_down |= said.store_down;
+            before.held_until = before.held_until.max(said.held_until);
+        }
+        before
+    }
+
+    fn listens(&self) -> bool {
+        self.0.iter().any(|part| part.listens())
+    }
+
+    fn event(&mut self, event: &Event) {
+        for part in &mut self.0 {
+            if part.listens() {
+                part.event(event);
+            }
+        }
+    }
+
+    fn shares(&self) -> bool {
+        self.0.iter().any(|part| part.shares())
+    }
+
+    fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
+        for part in &mut self.0 {
+            part.effects(effects, clock);
+        }
+    }
+
+    fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+        for part in &mut self.0 {
+            part.attempt(extensions, action);
+        }
+    }
+
+    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        self.0
+            .iter_mut()
+            .fold(answer, |answer, part| part.answer(answer))
+    }
+
+    fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
+        self.0.iter_mut().any(|part| part.cancelled(cx))
+    }
+
+    fn wants_report(&self) -> bool {
+        self.0.iter().any(|part| part.wants_report())
+    }
+
+    fn report(&mut self, report: &Report, clock: &mut Clock) {
+        for part in &mut self.0 {
+            part.report(report, clock);
+        }
+    }
+
+    fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
+        for part in &mut self.0 {
+            part.deliver(extensions, report, clock);
+        }
+    }
+}
