@@ -19,9 +19,9 @@ use tower_retry_budget::quota::QuotaLayer;
 use tower_retry_budget::{budget::ClientBudget, signal::ResetSignal};
 
 use super::path::{normalize, PathError};
-use crate::budget_args::BudgetArgs;
-use crate::duration_arg;
-use crate::signal_args::Preset;
+use crate::common::budget_args::BudgetArgs;
+use crate::common::duration_arg;
+use crate::common::signal_args::Preset;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -396,7 +396,7 @@ fn parse_idempotent_path(text: &str) -> Result<String, String> {
 
 fn parse_upstream(text: &str) -> Result<Upstream, String> {
     // Scheme, host and port are checked as for `get`.
-    let uri = crate::url::parse(text)?;
+    let uri = crate::common::url::parse(text)?;
     let scheme = if uri.scheme() == Some(&Scheme::HTTPS) {
         Scheme::HTTPS
     } else {

@@ -49,13 +49,13 @@ use tracing::Instrument;
 
 use super::args::{Config, LogFormat};
 use super::attempt::{AttemptCounter, ATTEMPT};
-use super::body::{BrokeFlag, CallerBody, Ending, RelayBody};
 use super::deadline::{self, CallerDeadline};
 use super::hop;
 use super::log::ActionLine;
 use super::metrics::Metrics;
+use super::relay_body::{BrokeFlag, CallerBody, Ending, RelayBody};
 use super::stack::Stack;
-use crate::redact::logged_uri;
+use crate::common::redact::logged_uri;
 
 /// `retry-budget-attempts`: on every response, the attempts sent.
 pub const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts");

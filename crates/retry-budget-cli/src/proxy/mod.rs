@@ -17,7 +17,7 @@
 //! | `args.rs` | flags and the checked configuration |
 //! | `serve.rs` | listening, serving, shutdown and drain |
 //! | `conn.rs` | client connection bounds: header and idle timeouts, connection limit |
-//! | `body.rs` | the relayed response body: idle timeout, how it ended |
+//! | `relay_body.rs` | the relayed response body: idle timeout, how it ended |
 //! | `path.rs` | the upstream path: dot-segments resolved inside the prefix |
 //! | `forward.rs` | one request: policy, upstream request, response headers |
 //! | `stack.rs` | the client stack below the handler |
@@ -31,7 +31,6 @@
 mod admin;
 mod args;
 mod attempt;
-mod body;
 mod conn;
 mod deadline;
 mod forward;
@@ -39,6 +38,7 @@ mod hop;
 mod log;
 mod metrics;
 mod path;
+mod relay_body;
 mod serve;
 mod stack;
 

@@ -37,7 +37,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::interrupt::Signals;
+use crate::common::leave::Signals;
 
 use super::admin::Admin;
 use super::args::{Args, Config};
@@ -59,7 +59,7 @@ const BACKLOG: u32 = 1024;
 pub fn run(args: Args) -> ExitCode {
     let config = match args.config() {
         Ok(config) => config,
-        Err(message) => return crate::shared::usage_error(&message),
+        Err(message) => return crate::common::run::usage_error(&message),
     };
     let runtime = match runtime(false) {
         Ok(runtime) => runtime,

@@ -49,12 +49,12 @@ use tower_retry_budget::{
     Idempotent, RetryBudget, RetryBudgetLayer,
 };
 
-use crate::connector::{self, Connector};
+use crate::common::connector::{self, Connector};
 
 use super::args::Config;
 use super::attempt::{Attempt, AttemptLayer};
-use super::body::CallerBody;
 use super::metrics::Metrics;
+use super::relay_body::CallerBody;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<CallerBody>;
@@ -95,7 +95,10 @@ impl Shared {
     /// A one-line message: the TLS roots could not be loaded, or the
     /// hold-off's store could not start.
     pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
-        let tls = crate::tls::client_config(config.cacert.as_deref(), config.upstream.is_https())?;
+        let tls = crate::common::tls::client_config(
+            config.cacert.as_deref(),
+            config.upstream.is_https(),
+        )?;
         let hold_off = hold_off(config)?;
         if let Some(map) = &hold_off {
             metrics.watch_hold_off(map.clone());

@@ -14,19 +14,19 @@
 //! ```
 //!
 //! Nothing here applies a budget rule: the steps come from the layer's
-//! `tracing` events ([`crate::progress`]), the ending from the
+//! `tracing` events ([`crate::get::progress`]), the ending from the
 //! [`Report`] it returns (in the final response's extensions, or in its
-//! error). Ctrl-C, SIGTERM and SIGHUP ([`crate::interrupt`]) fire a
+//! error). Ctrl-C, SIGTERM and SIGHUP ([`crate::common::leave`]) fire a
 //! [`CancellationToken`] put in the request's extensions: the layer sends
 //! nothing more and returns at once with the report.
 //!
 //! The action includes the final response's body: it is read under the
-//! deadline of the attempt that produced it ([`crate::body`]). What the
-//! user typed is checked before anything is sent ([`crate::url`],
-//! [`crate::headers`]) and no secret of it is ever shown
-//! ([`crate::redact`]).
+//! deadline of the attempt that produced it ([`crate::get::final_body`]). What the
+//! user typed is checked before anything is sent ([`crate::common::url`],
+//! [`crate::common::headers`]) and no secret of it is ever shown
+//! ([`crate::common::redact`]).
 //!
-//! Exit status: see [`crate::exit`] (0 `success`, 1 any other outcome, 2
+//! Exit status: see [`crate::common::exit`] (0 `success`, 1 any other outcome, 2
 //! usage error with nothing sent, 18/23/28 for the body, 129/130/143 for
 //! SIGHUP/SIGINT/SIGTERM).
 
@@ -55,16 +55,21 @@ use tower_retry_budget::{
 };
 use tracing_subscriber::layer::SubscriberExt;
 
-use crate::body::{self, BodyRead};
-use crate::budget_args::BudgetArgs;
-use crate::connector;
-use crate::exit::{Ending, Exit};
-use crate::headers::{self, Header, Sensitive};
-use crate::interrupt;
-use crate::progress::{Console, Progress, ProgressLayer, INDENT};
-use crate::shared::{chain, runtime, usage_error};
-use crate::signal_args::SignalArgs;
-use crate::{redact, url};
+use crate::common::budget_args::BudgetArgs;
+use crate::common::connector;
+use crate::common::headers::{self, Header, Sensitive};
+use crate::common::leave;
+use crate::common::run::{chain, runtime, usage_error};
+use crate::common::signal_args::SignalArgs;
+use crate::common::{redact, url};
+
+use self::final_body::BodyRead;
+use self::finish::Finish;
+use self::progress::{Console, Progress, ProgressLayer, INDENT};
+
+pub mod final_body;
+pub mod finish;
+pub mod progress;
 
 /// The arguments of `retry-budget get`.
 #[derive(Debug, clap::Args)]
@@ -220,7 +225,7 @@ pub async fn fetch_to(
         Err(message) => return usage_error(&message),
     };
     let https = target.uri.scheme() == Some(&http::uri::Scheme::HTTPS);
-    let tls = match crate::tls::client_config(target.cacert.as_deref(), https) {
+    let tls = match crate::common::tls::client_config(target.cacert.as_deref(), https) {
         Ok(tls) => tls,
         Err(message) => return usage_error(&message),
     };
@@ -232,7 +237,7 @@ pub async fn fetch_to(
             Err(e) => {
                 return usage_error(&format!(
                     "--output {}: cannot create the file: {e}",
-                    redact::escape(&path.display().to_string())
+                    crate::common::escape::escape(&path.display().to_string())
                 ))
             }
         },
@@ -256,7 +261,7 @@ pub async fn fetch_to(
     // Only the first call in a process installs it (one action per process).
     let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer));
 
-    let watcher = match interrupt::watch(cancel.clone()) {
+    let watcher = match leave::watch(cancel.clone()) {
         Ok(watcher) => watcher,
         Err(e) => {
             eprintln!("retry-budget: cannot listen for Ctrl-C, SIGTERM or SIGHUP: {e}");
@@ -319,8 +324,8 @@ pub async fn fetch_to(
                     let by = report
                         .as_ref()
                         .map_or(policy.total_budget(), Report::body_deadline);
-                    let deadline = crate::clock::instant_at(origin, by);
-                    body::copy(response.into_body(), out, deadline, &cancel).await
+                    let deadline = tower_retry_budget::instant_at(origin, by);
+                    final_body::copy(response.into_body(), out, deadline, &cancel).await
                 }
                 None => BodyRead::not_read(),
             };
@@ -372,12 +377,13 @@ pub async fn fetch_to(
             report_unwritten = true;
         }
     }
-    Exit::of(Ending {
+    Finish {
         left,
         report_unwritten,
         body: body.end,
         success: report.is_some_and(|r| r.outcome == Outcome::Success),
-    })
+    }
+    .exit()
     .into()
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::exit::Exit;
+use crate::common::exit::Exit;
 
 /// Which signal made the user leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
