@@ -31,16 +31,23 @@
 mod admin;
 mod args;
 mod attempt;
+mod classify;
 mod conn;
 mod deadline;
 mod forward;
 mod hop;
 mod log;
+mod log_guard;
 mod metrics;
 mod path;
+mod refuse;
+mod relay;
 mod relay_body;
+mod reply;
 mod serve;
 mod stack;
+mod start;
+mod upstream;
 
 pub use args::Args;
 pub use serve::run;

@@ -40,7 +40,8 @@ use tokio_util::sync::CancellationToken;
 use crate::common::leave::Signals;
 
 use super::admin::Admin;
-use super::args::{Args, Config};
+use super::args::{Args, ProxyConfig};
+use super::classify;
 use super::conn::{Activity, Gate, Tracked};
 use super::forward::{self, Proxy};
 use super::log;
@@ -144,7 +145,7 @@ struct Phases {
     close: CancellationToken,
 }
 
-async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
     let mut signals =
         Signals::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
     let workers = config.workers.get();
@@ -166,7 +167,7 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
     let shared = Shared::new(&config, metrics.clone())?;
     let policies = [config.policy]
         .into_iter()
-        .chain(forward::once_policy(config.policy).ok())
+        .chain(classify::once_policy(config.policy).ok())
         .collect::<Vec<_>>();
     let mut ready_workers = Vec::with_capacity(workers);
     for listener in listeners {
