@@ -212,54 +212,9 @@ impl Args {
         let reset = asked
             .reads_any()
             .then(|| asked.signal(tower_retry_budget::signal::HttpSignal));
-        let client_budget = if self.no_client_budget {
-            None
-        } else {
-            let ratio =
-                Ratio::percent(self.retry_ratio).map_err(|e| format!("--retry-ratio: {e}"))?;
-            Some(
-                ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
-                    .map_err(|e| format!("--retry-ratio: {e}"))?,
-            )
-        };
-        let hold_off_redis = match &self.hold_off_redis {
-            None => None,
-            Some(url) => {
-                let store = RedisStore::new(url).map_err(|e| format!("--hold-off-redis: {e}"))?;
-                Some(match &self.hold_off_namespace {
-                    Some(name) => store
-                        .namespace(name)
-                        .map_err(|e| format!("--hold-off-namespace: {e}"))?,
-                    None => store,
-                })
-            }
-        };
-        for (flag, value) in [
-            ("--header-timeout", self.header_timeout),
-            ("--idle-timeout", self.idle_timeout),
-            ("--body-idle-timeout", self.body_idle_timeout),
-        ] {
-            if value.is_zero() {
-                return Err(format!("{flag}: must be more than 0 (a zero bound would close every connection at once)"));
-            }
-        }
-        // The hold-off checks its own bound; built here without a store
-        // only to check the flag before anything listens.
-        tower_retry_budget::hold_off::HoldOff::builder()
-            .max_hold(self.max_hold)
-            .build()
-            .map_err(|e| format!("--max-hold: {e}"))?;
-        if self.workers.is_some_and(|n| n.get() > MAX_WORKERS) {
-            return Err(format!(
-                "--workers: at most {MAX_WORKERS} (each is a thread with a socket of its own)"
-            ));
-        }
-        if self.listen == self.admin && self.listen.port() != 0 {
-            return Err(format!(
-                "--admin: {} is also the --listen address; give them different ports",
-                self.admin
-            ));
-        }
+        let client_budget = self.client_budget()?;
+        let hold_off_redis = self.hold_off_redis()?;
+        self.check()?;
         Ok(ProxyConfig {
             upstream: self.upstream.http2(self.upstream_http2),
             listen: self.listen,
@@ -290,6 +245,62 @@ impl Args {
                 std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
             }),
         })
+    }
+
+    /// The client-wide retry budget, unless `--no-client-budget`.
+    fn client_budget(&self) -> Result<Option<ClientBudget>, String> {
+        if self.no_client_budget {
+            return Ok(None);
+        }
+        let ratio = Ratio::percent(self.retry_ratio).map_err(|e| format!("--retry-ratio: {e}"))?;
+        ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
+            .map(Some)
+            .map_err(|e| format!("--retry-ratio: {e}"))
+    }
+
+    /// The shared hold-off's store, if `--hold-off-redis`.
+    fn hold_off_redis(&self) -> Result<Option<RedisStore>, String> {
+        let Some(url) = &self.hold_off_redis else {
+            return Ok(None);
+        };
+        let store = RedisStore::new(url).map_err(|e| format!("--hold-off-redis: {e}"))?;
+        Ok(Some(match &self.hold_off_namespace {
+            Some(name) => store
+                .namespace(name)
+                .map_err(|e| format!("--hold-off-namespace: {e}"))?,
+            None => store,
+        }))
+    }
+
+    /// The checks of the flags that make nothing themselves.
+    fn check(&self) -> Result<(), String> {
+        for (flag, value) in [
+            ("--header-timeout", self.header_timeout),
+            ("--idle-timeout", self.idle_timeout),
+            ("--body-idle-timeout", self.body_idle_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(format!("{flag}: must be more than 0 (a zero bound would close every connection at once)"));
+            }
+        }
+        // The hold-off checks its own bound; built here without a store
+        // only to check the flag before anything listens.
+        tower_retry_budget::hold_off::HoldOff::builder()
+            .max_hold(self.max_hold)
+            .build()
+            .map_err(|e| format!("--max-hold: {e}"))?;
+        if self.workers.is_some_and(|n| n.get() > MAX_WORKERS) {
+            return Err(format!(
+                "--workers: at most {MAX_WORKERS} (each is a thread with a socket of its own)"
+            ));
+        }
+        if self.listen == self.admin && self.listen.port() != 0 {
+            return Err(format!(
+                "--admin: {} is also the --listen address; give them different ports",
+                self.admin
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -77,20 +77,7 @@ pub async fn run(
                 INVALID_STATUS,
             )
         }
-        Ok(response) => {
-            // Logged when the body ends, with how it ended. The report read
-            // above is the slot's for good: the action ended with this
-            // response's head, and no layer of this stack corrects a report
-            // from the body afterwards.
-            let metrics = metrics.clone();
-            let preset = config.preset.is_some();
-            relay(response, config.body_idle_timeout, preset, move |ending| {
-                metrics.body_ended(ending.as_str());
-                if let Some(report) = &report {
-                    guard.log(report, Some(ending));
-                }
-            })
-        }
+        Ok(response) => relay_upstream(response, metrics, config, guard, report),
         Err(error) => {
             if let Some(report) = &report {
                 guard.log(report, None);
@@ -98,6 +85,27 @@ pub async fn run(
             failed(&error)
         }
     }
+}
+
+/// The upstream's response, relayed; logged when its body ends, with how
+/// it ended. `report` is the slot's for good: the action ended with this
+/// response's head, and no layer of this stack corrects a report from the
+/// body afterwards.
+fn relay_upstream(
+    response: Response<QuotaBody<Incoming>>,
+    metrics: &Metrics,
+    config: &ProxyConfig,
+    mut guard: LogGuard,
+    report: Option<Report>,
+) -> Response<ProxyBody> {
+    let metrics = metrics.clone();
+    let preset = config.preset.is_some();
+    relay(response, config.body_idle_timeout, preset, move |ending| {
+        metrics.body_ended(ending.as_str());
+        if let Some(report) = &report {
+            guard.log(report, Some(ending));
+        }
+    })
 }
 
 /// The action's outcome on its span.
