@@ -84,6 +84,7 @@ mod secs;
 mod status;
 pub mod trail;
 mod trail_store;
+pub mod trail_text;
 
 #[cfg(feature = "schedule")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]

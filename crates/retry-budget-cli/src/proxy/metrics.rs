@@ -35,6 +35,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use retry_budget::{
     trail::{Event, EventKind, WaitBasis},
+    trail_text::basis_name,
     Report,
 };
 use tower_retry_budget::{
@@ -375,17 +376,15 @@ impl Metrics {
                 });
             }
             EventKind::WaitPlanned { wait, basis, .. } => {
+                if *basis == WaitBasis::HoldOff {
+                    m.hold_offs
+                        .get_or_create(&HoldOffLabels { result: "waited" })
+                        .inc();
+                }
+                // The core's name, a jittered fallback counted as a fallback.
                 let basis = match basis {
-                    WaitBasis::Server { .. } => "server",
-                    WaitBasis::ResetHeader { .. } => "reset_header",
-                    WaitBasis::Fallback { .. } | WaitBasis::FallbackJittered { .. } => "fallback",
-                    WaitBasis::HoldOff => {
-                        m.hold_offs
-                            .get_or_create(&HoldOffLabels { result: "waited" })
-                            .inc();
-                        "hold_off"
-                    }
-                    _ => "other",
+                    WaitBasis::FallbackJittered { .. } => "fallback",
+                    other => basis_name(other),
                 };
                 m.waits
                     .get_or_create(&WaitLabels { basis })
