@@ -407,6 +407,7 @@ impl Visit for Generic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use retry_budget::trail::WaitBasis;
     use retry_budget::{retry_after::RetryAfter, Outcome};
     use tracing_subscriber::layer::SubscriberExt;
 
