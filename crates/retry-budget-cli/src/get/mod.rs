@@ -29,6 +29,14 @@
 //! Exit status: see [`crate::common::exit`] (0 `success`, 1 any other outcome, 2
 //! usage error with nothing sent, 18/23/28 for the body, 129/130/143 for
 //! SIGHUP/SIGINT/SIGTERM).
+//!
+//! | file | job |
+//! |---|---|
+//! | `mod.rs` | the flags, what to send and how |
+//! | `fetch.rs` | one request: sent, shown, its body read, its end told |
+//! | `final_body.rs` | the final response's body, read inside the budget |
+//! | `finish.rs` | how a `get` ended, as its exit status |
+//! | `progress.rs` | the live steps on stderr (also `demo`'s) |
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -2,7 +2,7 @@
 //!
 //! The proxy serves HTTP/1.1 and h2c on one port (hyper-util's `auto`
 //! server, which tells them apart by the HTTP/2 preface), and the admin
-//! routes on another. On SIGTERM, SIGINT or SIGHUP (`interrupt.rs`) it
+//! routes on another. On SIGTERM, SIGINT or SIGHUP (`common/leave.rs`) it
 //! stops accepting at once, reports not ready, lets the actions in flight
 //! finish for up to `--drain` (HTTP/1 connections close after their current
 //! response, HTTP/2 ones get a GOAWAY), then fires the cancellation token every action
@@ -20,7 +20,7 @@
 //! Every client connection, on either port, is bounded (`conn.rs`): a
 //! permit of the port's connection limit, a header timeout, an idle
 //! timeout; and every relayed response body by `--body-idle-timeout`
-//! (`body.rs`).
+//! (`relay_body.rs`).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,7 @@ use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::leave::Signals;
+use crate::common::leave::LeaveListener;
 
 use super::admin::Admin;
 use super::args::{Args, ConnectionLimits, ProxyConfig};
@@ -151,7 +151,7 @@ type ReadyWorker = (std::net::TcpListener, Stack, Runtime);
 /// Serves until a stop signal, then drains; returns the worker threads.
 async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
     let mut signals =
-        Signals::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
+        LeaveListener::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
     let workers = config.workers.get();
     let listeners =
         bind(config.listen, workers).map_err(|e| format!("--listen {}: {e}", config.listen))?;
