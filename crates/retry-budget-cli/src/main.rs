@@ -1,8 +1,10 @@
 //! `retry-budget`: the command line of the bounded retry budget.
 //!
-//! Every subcommand is one variant of [`Command`] and lives in its own
-//! module; the budget rule itself stays in the `retry-budget` crate, and
-//! `get` and `demo` only show what the tower layer reports.
+//! Every subcommand is one variant of [`Command`] and lives in a folder of
+//! its own (`get/`, `demo/`, `replay/`, `proxy/`) over `common/`, which
+//! imports nothing above it; the budget rule itself stays in the
+//! `retry-budget` crate, and `get` and `demo` only show what the tower
+//! layer reports.
 //!
 //! A usage error (a bad flag or value) is one line on stderr and exit
 //! status 2.
@@ -13,25 +15,11 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 
-mod body;
-mod budget_args;
-mod clock;
-mod connector;
+mod common;
 mod demo;
-mod duration_arg;
-mod exit;
 mod get;
-mod headers;
-mod interrupt;
-mod progress;
 mod proxy;
-mod redact;
 mod replay;
-mod shared;
-mod signal_args;
-mod table;
-mod tls;
-mod url;
 
 /// mimalloc: measured to cost the proxy fewer instructions per request
 /// than the system allocator (`BENCHMARKS.md`, "Sidecar proxy").
@@ -74,7 +62,10 @@ fn main() -> ExitCode {
                 let args: Vec<String> = std::env::args_os()
                     .map(|arg| arg.to_string_lossy().into_owned())
                     .collect();
-                return crate::shared::usage_error(&redact::scrub(&one_line(&err), &args));
+                return crate::common::run::usage_error(&common::redact::scrub(
+                    &one_line(&err),
+                    &args,
+                ));
             }
         },
     };

@@ -47,11 +47,13 @@
 //! | `event.rs` | the events of the trail (public as [`trail`]) |
 //! | `trail.rs` | the trail: where an action keeps its events (a first answer as numbers) |
 //! | `trail_details.rs` | what a response's delays add to the trail |
+//! | `trail_text.rs` | the words of trail events, shared by every renderer (public) |
 //! | `outcome.rs` | how an action ended |
 //! | `category.rs` | error categories and their human hints |
 //! | `report.rs` | the final report and the visible status |
 //! | `after_data.rs` | a status that arrives after the answer began (gRPC trailers) |
 //! | `ratio.rs` | the retry budget shared by all actions of a client |
+//! | `pace/` | pacing: the quota a response announces, read, and the earliest start it allows (a pacer per upstream) |
 //! | `secs.rs` | durations as JSON seconds (feature `serde`) |
 //! | `schedule.rs` | the arithmetic model over given schedules (feature `schedule`) |
 //!
@@ -101,6 +103,7 @@ mod secs;
 mod status;
 pub mod trail;
 mod trail_details;
+pub mod trail_text;
 
 #[cfg(feature = "schedule")]
 #[cfg_attr(docsrs, doc(cfg(feature = "schedule")))]

@@ -14,8 +14,8 @@
 //! timer is armed for it: only the caller leaving ends such a wait), and an
 //! instant before the origin is elapsed zero.
 //!
-//! The module is public for one function, [`instant_at`]: code outside the
-//! layer that maps the core's elapsed times onto tokio's clock (the CLI
+//! One function, [`instant_at`], is public (re-exported at the crate's
+//! root): code outside the layer that maps the core's elapsed times onto tokio's clock (the CLI
 //! reading a body by its [`Report::body_deadline`](crate::Report::body_deadline))
 //! uses the same saturating rule instead of a copy of it.
 
@@ -129,7 +129,7 @@ impl Clock {
 /// on tokio's clock, or `None` ("never") if that is beyond the clock's
 /// range. The only addition of a duration to an instant in this crate.
 #[allow(clippy::disallowed_methods)] // the one place allowed to
-pub(crate) fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
+pub fn instant_at(origin: Instant, elapsed: Duration) -> Option<Instant> {
     origin.checked_add(elapsed)
 }
 

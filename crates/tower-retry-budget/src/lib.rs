@@ -277,6 +277,7 @@ mod trace;
 
 pub use attempt_info::AttemptDeadline;
 pub use builder::RetryBudgetServiceBuilderExt;
+pub use clock::instant_at;
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;
 pub use layer::{ReportMode, RetryBudgetLayer};

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use retry_budget::{
     trail::{Event, EventKind, Trail, WaitBasis},
+    trail_text::{basis_name, Note},
     Action, Decision,
 };
 
@@ -98,13 +99,12 @@ fn emit(event: &Event) {
             reservation_end,
             basis,
         } => {
-            let (source, requested_s) = match basis {
-                WaitBasis::Server { requested } => ("server", Some(secs(*requested))),
-                WaitBasis::Fallback { .. } => ("fallback", None),
-                WaitBasis::FallbackJittered { .. } => ("fallback_jittered", None),
-                WaitBasis::HoldOff => ("hold_off", None),
-                WaitBasis::ResetHeader { requested } => ("reset_header", Some(secs(*requested))),
-                _ => ("other", None),
+            let source = basis_name(basis);
+            let requested_s = match basis {
+                WaitBasis::Server { requested } | WaitBasis::ResetHeader { requested } => {
+                    Some(secs(*requested))
+                }
+                _ => None,
             };
             tracing::debug!(
                 target: "retry_budget",
@@ -159,87 +159,14 @@ fn emit(event: &Event) {
             until_s = secs(*until),
             "held off"
         ),
-        EventKind::RetryForbidden { attempt } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "retry forbidden by the server"
-        ),
-        EventKind::SharedStoreUnavailable => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s,
-            "shared hold-off store unavailable: this process's hold-offs only"
-        ),
-        EventKind::Translated { attempt, from } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            from = from.as_str(),
-            "response translated"
-        ),
-        EventKind::RetryAfterRepeated {
-            attempt,
-            values,
-            raw,
-        } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "Retry-After repeated ({values} values: {raw}): the longest valid wait counts"
-        ),
-        EventKind::LenientDate {
-            attempt,
-            raw,
-            tolerated,
-        } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "Retry-After date read leniently ({tolerated}): {raw}"
-        ),
-        EventKind::ResetHeader {
-            attempt,
-            header,
-            raw,
-            reading,
-            ..
-        } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "reset header {header}: {raw} ({reading})"
-        ),
-        EventKind::Spread { attempt, extra } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "spread: {} s added on top of the server's delay",
-            secs(*extra)
-        ),
-        EventKind::RetryAfterMs {
-            attempt,
-            raw,
-            reading,
-        } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "retry-after-ms: {raw} ({reading})"
-        ),
-        EventKind::ShouldRetry {
-            attempt,
-            header,
-            raw,
-            says,
-        } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            "{header}: {raw} ({})",
-            match says {
-                Some(false) => "the server forbids the retry",
-                Some(true) => "changes nothing",
-                None => "neither true nor false: ignored",
-            }
-        ),
-        EventKind::QuotaExhausted { attempt, code } => tracing::debug!(
-            target: "retry_budget",
-            at_s, remaining_budget_s, attempt,
-            code = &**code,
-            "the quota is used up: not retried"
-        ),
-        _ => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
+        kind => match Note::of(kind) {
+            Some(note) => tracing::debug!(
+                target: "retry_budget",
+                at_s, remaining_budget_s,
+                attempt = note.attempt(),
+                "{note}"
+            ),
+            None => tracing::debug!(target: "retry_budget", at_s, remaining_budget_s, "step"),
+        },
     }
 }

@@ -4,31 +4,28 @@
 //! naming the flag (exit status 2), never a panic or a proxy that starts
 //! and then refuses every request.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderValue, Uri};
 use retry_budget::{ratio::Ratio, Policy};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
 use tower_retry_budget::quota::QuotaLayer;
 use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
 
-use super::path::{normalize, PathError};
-use crate::budget_args::BudgetArgs;
-use crate::duration_arg;
-use crate::signal_args::Preset;
+use super::upstream::Upstream;
+use crate::common::budget_args::BudgetArgs;
+use crate::common::duration_arg;
+use crate::common::signal_args::Preset;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where every request goes: `http://host:port` or `https://host:port`,
     /// optionally with a path prefix (`http://api:8080/v1`).
-    #[arg(long, value_name = "URL", value_parser = parse_upstream)]
+    #[arg(long, value_name = "URL", value_parser = Upstream::parse)]
     upstream: Upstream,
     /// The address to serve HTTP/1.1 and h2c on. Loopback unless you ask for
     /// another address.
@@ -140,94 +137,9 @@ pub enum LogFormat {
     Json,
 }
 
-/// The upstream: scheme, authority (no userinfo) and path prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upstream {
-    /// `http` or `https`.
-    pub scheme: Scheme,
-    /// `host[:port]`, never with userinfo.
-    pub authority: Authority,
-    /// The path prefix without its trailing `/` (empty for none).
-    pub prefix: String,
-    /// The `Host` field every forwarded request carries: the authority,
-    /// made once.
-    pub host: HeaderValue,
-}
-
-impl Upstream {
-    /// The upstream URI of an incoming request's path and query: the path
-    /// with its dot-segments removed ([`normalize`]), then joined to the
-    /// prefix, so that it never leaves the prefix.
-    ///
-    /// # Errors
-    ///
-    /// The path is refused (see [`PathError`]), or the joined text is not a
-    /// URI, which a valid incoming path and a valid prefix cannot produce;
-    /// the caller answers 400.
-    pub fn uri_for(&self, target: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
-        let (path, query) = target.map_or(("/", None), |p| (p.path(), p.query()));
-        let path = normalize(path).map_err(TargetError::Path)?;
-        let path_and_query = match (target, &path) {
-            // No prefix and nothing removed: the target as received (a
-            // clone of its shared bytes, not a new parse).
-            (Some(target), Cow::Borrowed(_)) if self.prefix.is_empty() => target.clone(),
-            _ => {
-                let mut joined = String::with_capacity(
-                    self.prefix.len() + path.len() + query.map_or(0, |q| q.len() + 1),
-                );
-                joined.push_str(&self.prefix);
-                joined.push_str(&path);
-                if let Some(query) = query {
-                    joined.push('?');
-                    joined.push_str(query);
-                }
-                PathAndQuery::try_from(joined)
-                    .map_err(|e| TargetError::Uri(http::Error::from(e)))?
-            }
-        };
-        Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(TargetError::Uri)
-    }
-
-    /// Whether TLS is needed.
-    pub fn is_https(&self) -> bool {
-        self.scheme == Scheme::HTTPS
-    }
-}
-
-impl std::fmt::Display for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}://{}{}", self.scheme, self.authority, self.prefix)
-    }
-}
-
-/// Why a request target cannot be sent upstream.
-#[derive(Debug)]
-pub enum TargetError {
-    /// The path is refused.
-    Path(PathError),
-    /// The joined text is not a URI.
-    Uri(http::Error),
-}
-
-impl std::fmt::Display for TargetError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Path(e) => e.fmt(f),
-            Self::Uri(e) => write!(f, "the upstream URI cannot be built: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for TargetError {}
-
 /// The checked configuration.
 #[derive(Debug, Clone)]
-pub struct Config {
+pub struct ProxyConfig {
     /// The upstream.
     pub upstream: Upstream,
     /// The proxy's address.
@@ -261,8 +173,6 @@ pub struct Config {
     pub drain: Duration,
     /// The log line format.
     pub log_format: LogFormat,
-    /// HTTP/2 to the upstream.
-    pub upstream_http2: bool,
     /// CA certificates for an https:// upstream.
     pub cacert: Option<PathBuf>,
     /// The hold-off's longest hold.
@@ -296,34 +206,74 @@ const RETRY_WINDOW: Duration = Duration::from_secs(10);
 
 impl Args {
     /// Checks the flags; the error is one line that names the flag.
-    pub fn config(self) -> Result<Config, String> {
+    pub fn config(self) -> Result<ProxyConfig, String> {
         let policy = self.budget.policy()?;
         let asked = &self.budget.signals;
         let reset = asked
             .reads_any()
             .then(|| asked.signal(tower_retry_budget::response_signal::HttpSignal));
-        let client_budget = if self.no_client_budget {
-            None
-        } else {
-            let ratio =
-                Ratio::percent(self.retry_ratio).map_err(|e| format!("--retry-ratio: {e}"))?;
-            Some(
-                ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
-                    .map_err(|e| format!("--retry-ratio: {e}"))?,
-            )
+        let client_budget = self.client_budget()?;
+        let hold_off_redis = self.hold_off_redis()?;
+        self.check()?;
+        Ok(ProxyConfig {
+            upstream: self.upstream.http2(self.upstream_http2),
+            listen: self.listen,
+            admin: self.admin,
+            policy,
+            trusted_clock: !self.budget.untrusted_clock,
+            reset,
+            quota: self.budget.signals.quota(),
+            preset: self.budget.signals.preset,
+            concurrency: self.concurrency,
+            client_budget,
+            hold_off: !self.no_hold_off,
+            hold_off_redis,
+            retry_retries: self.retry_retries,
+            idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
+            drain: self.drain.unwrap_or(self.budget.budget),
+            log_format: self.log_format,
+            cacert: self.budget.cacert,
+            max_hold: self.max_hold,
+            connections: ConnectionLimits {
+                header_timeout: self.header_timeout,
+                idle_timeout: self.idle_timeout,
+            },
+            max_connections: self.max_connections,
+            admin_max_connections: self.admin_max_connections,
+            body_idle_timeout: self.body_idle_timeout,
+            workers: self.workers.unwrap_or_else(|| {
+                std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
+            }),
+        })
+    }
+
+    /// The client-wide retry budget, unless `--no-client-budget`.
+    fn client_budget(&self) -> Result<Option<ClientBudget>, String> {
+        if self.no_client_budget {
+            return Ok(None);
+        }
+        let ratio = Ratio::percent(self.retry_ratio).map_err(|e| format!("--retry-ratio: {e}"))?;
+        ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
+            .map(Some)
+            .map_err(|e| format!("--retry-ratio: {e}"))
+    }
+
+    /// The shared hold-off's store, if `--hold-off-redis`.
+    fn hold_off_redis(&self) -> Result<Option<RedisStore>, String> {
+        let Some(url) = &self.hold_off_redis else {
+            return Ok(None);
         };
-        let hold_off_redis = match &self.hold_off_redis {
-            None => None,
-            Some(url) => {
-                let store = RedisStore::new(url).map_err(|e| format!("--hold-off-redis: {e}"))?;
-                Some(match &self.hold_off_namespace {
-                    Some(name) => store
-                        .namespace(name)
-                        .map_err(|e| format!("--hold-off-namespace: {e}"))?,
-                    None => store,
-                })
-            }
-        };
+        let store = RedisStore::new(url).map_err(|e| format!("--hold-off-redis: {e}"))?;
+        Ok(Some(match &self.hold_off_namespace {
+            Some(name) => store
+                .namespace(name)
+                .map_err(|e| format!("--hold-off-namespace: {e}"))?,
+            None => store,
+        }))
+    }
+
+    /// The checks of the flags that make nothing themselves.
+    fn check(&self) -> Result<(), String> {
         for (flag, value) in [
             ("--header-timeout", self.header_timeout),
             ("--idle-timeout", self.idle_timeout),
@@ -350,37 +300,7 @@ impl Args {
                 self.admin
             ));
         }
-        Ok(Config {
-            upstream: self.upstream,
-            listen: self.listen,
-            admin: self.admin,
-            policy,
-            trusted_clock: !self.budget.untrusted_clock,
-            reset,
-            quota: self.budget.signals.quota(),
-            preset: self.budget.signals.preset,
-            concurrency: self.concurrency,
-            client_budget,
-            hold_off: !self.no_hold_off,
-            hold_off_redis,
-            retry_retries: self.retry_retries,
-            idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
-            drain: self.drain.unwrap_or(self.budget.budget),
-            log_format: self.log_format,
-            upstream_http2: self.upstream_http2,
-            cacert: self.budget.cacert,
-            max_hold: self.max_hold,
-            connections: ConnectionLimits {
-                header_timeout: self.header_timeout,
-                idle_timeout: self.idle_timeout,
-            },
-            max_connections: self.max_connections,
-            admin_max_connections: self.admin_max_connections,
-            body_idle_timeout: self.body_idle_timeout,
-            workers: self.workers.unwrap_or_else(|| {
-                std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
-            }),
-        })
+        Ok(())
     }
 }
 
@@ -394,40 +314,11 @@ fn parse_idempotent_path(text: &str) -> Result<String, String> {
     Ok(text.to_owned())
 }
 
-fn parse_upstream(text: &str) -> Result<Upstream, String> {
-    // Scheme, host and port are checked as for `get`.
-    let uri = crate::url::parse(text)?;
-    let scheme = if uri.scheme() == Some(&Scheme::HTTPS) {
-        Scheme::HTTPS
-    } else {
-        Scheme::HTTP
-    };
-    let authority = uri.authority().ok_or("the URL has no host")?;
-    if authority.as_str().contains('@') {
-        return Err(
-            "the URL has credentials (user:password@): the proxy never sends or logs them; \
-             let the caller send an Authorization header instead"
-                .into(),
-        );
-    }
-    if uri.query().is_some() {
-        return Err("the URL has a query: give only scheme, host, port and a path prefix".into());
-    }
-    // An authority `http` parsed is a valid field value.
-    let host = HeaderValue::from_str(authority.as_str())
-        .map_err(|_| "the URL's host cannot be sent as a Host field")?;
-    Ok(Upstream {
-        scheme,
-        authority: authority.clone(),
-        prefix: uri.path().trim_end_matches('/').to_owned(),
-        host,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use http::uri::PathAndQuery;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -435,7 +326,7 @@ mod tests {
         args: Args,
     }
 
-    fn config(list: &[&str]) -> Result<Config, String> {
+    fn config(list: &[&str]) -> Result<ProxyConfig, String> {
         Cli::try_parse_from(std::iter::once("proxy").chain(list.iter().copied()))
             .map_err(|e| e.to_string())
             .and_then(|c| c.args.config())

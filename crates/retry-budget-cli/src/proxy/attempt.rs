@@ -27,7 +27,7 @@ use tower_retry_budget::AttemptDeadline;
 use tracing::Span;
 
 use super::deadline::CallerDeadline;
-use crate::redact::logged_uri;
+use crate::common::redact::logged_uri;
 
 /// `retry-budget-attempt`: on every attempt sent upstream.
 pub const ATTEMPT: HeaderName = HeaderName::from_static("retry-budget-attempt");

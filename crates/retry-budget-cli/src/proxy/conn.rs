@@ -188,11 +188,11 @@ impl Activity {
         loop {
             let now = Instant::now();
             let due = if counts.in_flight.load(Ordering::Relaxed) > 0 {
-                crate::clock::instant_at(now, limits.idle_timeout)
+                tower_retry_budget::instant_at(now, limits.idle_timeout)
             } else {
                 let ended = Duration::from_nanos(counts.idle_since.load(Ordering::Relaxed));
-                crate::clock::instant_at(counts.origin, ended)
-                    .and_then(|ended| crate::clock::instant_at(ended, limits.idle_timeout))
+                tower_retry_budget::instant_at(counts.origin, ended)
+                    .and_then(|ended| tower_retry_budget::instant_at(ended, limits.idle_timeout))
             };
             match due {
                 Some(due) if due <= now => return Expired::Idle,

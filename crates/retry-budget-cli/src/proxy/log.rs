@@ -13,7 +13,7 @@
 //!
 //! Built from the action's [`Report`] only: no header is ever logged, so
 //! no secret header can be, and the URL goes through
-//! [`logged_uri`](crate::redact::logged_uri).
+//! [`logged_uri`](crate::common::redact::logged_uri).
 
 use std::cell::RefCell;
 use std::io::Write;
@@ -23,8 +23,8 @@ use http::{Method, Uri};
 use retry_budget::Report;
 
 use super::args::LogFormat;
-use super::body::Ending;
-use crate::redact::logged_uri;
+use super::relay_body::Ending;
+use crate::common::redact::logged_uri;
 
 /// What one line says.
 #[derive(Debug, Clone)]

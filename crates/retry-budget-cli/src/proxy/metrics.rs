@@ -35,6 +35,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 use retry_budget::{
     trail::{Event, EventKind, WaitBasis},
+    trail_text::basis_name,
     Report,
 };
 use tower_retry_budget::{
@@ -171,6 +172,95 @@ struct Inner {
     any_caller_faults: std::sync::atomic::AtomicBool,
 }
 
+impl Inner {
+    /// Registers the metrics of actions and attempts (the registry writes
+    /// them in this order).
+    fn register_actions(&mut self) {
+        self.registry.register(
+            "actions",
+            "Actions (budgeted requests) by outcome and category",
+            self.actions.clone(),
+        );
+        self.registry.register_with_unit(
+            "action_duration",
+            "Time from an action's first attempt to its end, waits included",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
+        self.registry.register(
+            "upstream_attempts",
+            "Attempts sent upstream, first attempts and retries",
+            self.attempts.clone(),
+        );
+        self.registry.register(
+            "upstream_responses",
+            "Responses received from upstream, by status",
+            self.responses.clone(),
+        );
+        self.registry.register_with_unit(
+            "wait",
+            "Waits planned before a retry (or before a first attempt held off), by basis",
+            Unit::Seconds,
+            self.waits.clone(),
+        );
+        self.registry.register(
+            "hold_offs",
+            "First attempts held back by the shared hold-off: waited, or stopped unsent",
+            self.hold_offs.clone(),
+        );
+        self.registry.register(
+            "retries_throttled",
+            "Retries refused by the client-wide retry budget",
+            self.throttled.clone(),
+        );
+        self.registry.register(
+            "actions_in_flight",
+            "Actions started and not yet ended",
+            self.in_flight.clone(),
+        );
+        self.registry.register(
+            "actions_waiting",
+            "Actions waiting between attempts (or for a hold-off)",
+            self.waiting.clone(),
+        );
+    }
+
+    /// Registers the metrics of the hold-off store, the client connections
+    /// and the relayed bodies, after [`Self::register_actions`]'s.
+    fn register_store_and_connections(&mut self) {
+        self.registry.register(
+            "hold_off_store_available",
+            "1 while the shared hold-off store works, 0 while this proxy holds off alone",
+            self.store_available.clone(),
+        );
+        self.registry.register(
+            "hold_off_store_failures",
+            "Operations on the shared hold-off store that failed or ran out of time",
+            self.store_failures.clone(),
+        );
+        self.registry.register(
+            "hold_off_store_holds",
+            "Holds published to, received from, or dropped before the shared hold-off store",
+            self.store_holds.clone(),
+        );
+        self.registry.register(
+            "client_connections_refused",
+            "Client connections closed at once because the port's connection limit was reached",
+            self.connections_refused.clone(),
+        );
+        self.registry.register(
+            "client_connections_closed",
+            "Client connections closed by their time bounds (header timeout, idle timeout)",
+            self.connections_closed.clone(),
+        );
+        self.registry.register(
+            "response_bodies",
+            "Relayed upstream response bodies, by how they ended",
+            self.bodies.clone(),
+        );
+    }
+}
+
 impl std::fmt::Debug for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Metrics")
@@ -188,126 +278,36 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with every metric registered, all at zero.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("retry_budget");
-        let actions = Family::<ActionLabels, Counter>::default();
-        registry.register(
-            "actions",
-            "Actions (budgeted requests) by outcome and category",
-            actions.clone(),
-        );
-        // 1 ms to about 33 s.
-        let duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
-        registry.register_with_unit(
-            "action_duration",
-            "Time from an action's first attempt to its end, waits included",
-            Unit::Seconds,
-            duration.clone(),
-        );
-        let attempts = Family::<AttemptLabels, Counter>::default();
-        registry.register(
-            "upstream_attempts",
-            "Attempts sent upstream, first attempts and retries",
-            attempts.clone(),
-        );
-        let responses = Family::<StatusLabels, Counter>::default();
-        registry.register(
-            "upstream_responses",
-            "Responses received from upstream, by status",
-            responses.clone(),
-        );
-        let waits: HistogramFamily<WaitLabels> = Family::new_with_constructor(wait_histogram);
-        registry.register_with_unit(
-            "wait",
-            "Waits planned before a retry (or before a first attempt held off), by basis",
-            Unit::Seconds,
-            waits.clone(),
-        );
-        let hold_offs = Family::<HoldOffLabels, Counter>::default();
-        registry.register(
-            "hold_offs",
-            "First attempts held back by the shared hold-off: waited, or stopped unsent",
-            hold_offs.clone(),
-        );
-        let throttled = Counter::default();
-        registry.register(
-            "retries_throttled",
-            "Retries refused by the client-wide retry budget",
-            throttled.clone(),
-        );
-        let in_flight = Gauge::default();
-        registry.register(
-            "actions_in_flight",
-            "Actions started and not yet ended",
-            in_flight.clone(),
-        );
-        let waiting = Gauge::default();
-        registry.register(
-            "actions_waiting",
-            "Actions waiting between attempts (or for a hold-off)",
-            waiting.clone(),
-        );
-        let store_available = Family::<StoreLabels, Gauge>::default();
-        registry.register(
-            "hold_off_store_available",
-            "1 while the shared hold-off store works, 0 while this proxy holds off alone",
-            store_available.clone(),
-        );
-        let store_failures = Family::<StoreLabels, Counter>::default();
-        registry.register(
-            "hold_off_store_failures",
-            "Operations on the shared hold-off store that failed or ran out of time",
-            store_failures.clone(),
-        );
-        let store_holds = Family::<StoreHoldLabels, Counter>::default();
-        registry.register(
-            "hold_off_store_holds",
-            "Holds published to, received from, or dropped before the shared hold-off store",
-            store_holds.clone(),
-        );
-        let connections_refused = Family::<PortLabels, Counter>::default();
-        registry.register(
-            "client_connections_refused",
-            "Client connections closed at once because the port's connection limit was reached",
-            connections_refused.clone(),
-        );
-        let connections_closed = Family::<ClosedLabels, Counter>::default();
-        registry.register(
-            "client_connections_closed",
-            "Client connections closed by their time bounds (header timeout, idle timeout)",
-            connections_closed.clone(),
-        );
-        let bodies = Family::<EndingLabels, Counter>::default();
-        registry.register(
-            "response_bodies",
-            "Relayed upstream response bodies, by how they ended",
-            bodies.clone(),
-        );
+        let mut inner = Inner {
+            registry: Registry::with_prefix("retry_budget"),
+            actions: Family::default(),
+            // 1 ms to about 33 s.
+            duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
+            attempts: Family::default(),
+            responses: Family::default(),
+            waits: Family::new_with_constructor(wait_histogram),
+            hold_offs: Family::default(),
+            throttled: Counter::default(),
+            in_flight: Gauge::default(),
+            waiting: Gauge::default(),
+            running: std::array::from_fn(|_| Mutex::default()),
+            hold_off: OnceLock::new(),
+            store_available: Family::default(),
+            store_failures: Family::default(),
+            store_holds: Family::default(),
+            connections_refused: Family::default(),
+            connections_closed: Family::default(),
+            bodies: Family::default(),
+            attempt_series: Default::default(),
+            status_series: (0..1000).map(|_| OnceLock::new()).collect(),
+            body_series: Default::default(),
+            caller_faults: Mutex::default(),
+            any_caller_faults: std::sync::atomic::AtomicBool::new(false),
+        };
+        inner.register_actions();
+        inner.register_store_and_connections();
         Self {
-            inner: Arc::new(Inner {
-                registry,
-                actions,
-                duration,
-                attempts,
-                responses,
-                waits,
-                hold_offs,
-                throttled,
-                in_flight,
-                waiting,
-                running: std::array::from_fn(|_| Mutex::default()),
-                hold_off: OnceLock::new(),
-                store_available,
-                store_failures,
-                store_holds,
-                connections_refused,
-                connections_closed,
-                bodies,
-                attempt_series: Default::default(),
-                status_series: (0..1000).map(|_| OnceLock::new()).collect(),
-                body_series: Default::default(),
-                caller_faults: Mutex::default(),
-                any_caller_faults: std::sync::atomic::AtomicBool::new(false),
-            }),
+            inner: Arc::new(inner),
         }
     }
 
@@ -376,17 +376,15 @@ impl Metrics {
                 });
             }
             EventKind::WaitPlanned { wait, basis, .. } => {
+                if *basis == WaitBasis::HoldOff {
+                    m.hold_offs
+                        .get_or_create(&HoldOffLabels { result: "waited" })
+                        .inc();
+                }
+                // The core's name, a jittered fallback counted as a fallback.
                 let basis = match basis {
-                    WaitBasis::Server { .. } => "server",
-                    WaitBasis::ResetHeader { .. } => "reset_header",
-                    WaitBasis::Fallback { .. } | WaitBasis::FallbackJittered { .. } => "fallback",
-                    WaitBasis::HoldOff => {
-                        m.hold_offs
-                            .get_or_create(&HoldOffLabels { result: "waited" })
-                            .inc();
-                        "hold_off"
-                    }
-                    _ => "other",
+                    WaitBasis::FallbackJittered { .. } => "fallback",
+                    other => basis_name(other),
                 };
                 m.waits
                     .get_or_create(&WaitLabels { basis })

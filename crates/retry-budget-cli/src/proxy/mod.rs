@@ -12,35 +12,57 @@
 //! (`grpc-timeout`, `x-envoy-upstream-rq-timeout-ms`) shrinks the budget,
 //! and the admin address serves Prometheus metrics, `/ready` and `/live`.
 //!
+//! One request passes through a stack of steps, each a file of one job
+//! (`forward.rs` composes them):
+//!
+//! | file | job |
+//! |---|---|
+//! | `forward.rs` | one request: the steps in order, and what a worker's handlers share |
+//! | `refuse.rs` | what is never forwarded: `CONNECT`, `OPTIONS *`, a bad target, no policy |
+//! | `upstream.rs` | the upstream, prepared once: the path mapped under the prefix, the forwarded head |
+//! | `path.rs` | the upstream path: dot-segments resolved inside the prefix |
+//! | `hop.rs` | hop-by-hop fields (RFC 9110 §7.6.1) |
+//! | `classify.rs` | the per-request policy: sent once (a write, a retry of a proxy or SDK), or budgeted |
+//! | `deadline.rs` | the caller's deadline headers |
+//! | `start.rs` | an action set up: extensions, the caller's body watched, span, log guard |
+//! | `relay.rs` | the action sent, its end relayed to the caller and logged |
+//! | `reply.rs` | what the caller is told: the two headers, the proxy's own text responses |
+//! | `relay_body.rs` | the relayed response body (idle timeout, how it ended), the caller's body |
+//! | `log_guard.rs` | an action's log line, written once, also when the caller leaves |
+//! | `log.rs` | one log line per action, buffered per worker |
+//!
+//! Around them:
+//!
 //! | file | job |
 //! |---|---|
 //! | `args.rs` | flags and the checked configuration |
 //! | `serve.rs` | listening, serving, shutdown and drain |
 //! | `conn.rs` | client connection bounds: header and idle timeouts, connection limit |
-//! | `body.rs` | the relayed response body: idle timeout, how it ended |
-//! | `path.rs` | the upstream path: dot-segments resolved inside the prefix |
-//! | `forward.rs` | one request: policy, upstream request, response headers |
 //! | `stack.rs` | the client stack below the handler |
 //! | `attempt.rs` | the layer below the retry layer: attempt number, deadline, span |
-//! | `deadline.rs` | the caller's deadline headers |
-//! | `hop.rs` | hop-by-hop fields (RFC 9110 §7.6.1) |
 //! | `metrics.rs` | Prometheus metrics fed by the layer's observer |
 //! | `admin.rs` | `/metrics`, `/ready`, `/live` |
-//! | `log.rs` | one log line per action |
 
 mod admin;
 mod args;
 mod attempt;
-mod body;
+mod classify;
 mod conn;
 mod deadline;
 mod forward;
 mod hop;
 mod log;
+mod log_guard;
 mod metrics;
 mod path;
+mod refuse;
+mod relay;
+mod relay_body;
+mod reply;
 mod serve;
 mod stack;
+mod start;
+mod upstream;
 
 pub use args::Args;
 pub use serve::run;

@@ -2,7 +2,7 @@
 //!
 //! The proxy serves HTTP/1.1 and h2c on one port (hyper-util's `auto`
 //! server, which tells them apart by the HTTP/2 preface), and the admin
-//! routes on another. On SIGTERM, SIGINT or SIGHUP (`interrupt.rs`) it
+//! routes on another. On SIGTERM, SIGINT or SIGHUP (`common/leave.rs`) it
 //! stops accepting at once, reports not ready, lets the actions in flight
 //! finish for up to `--drain` (HTTP/1 connections close after their current
 //! response, HTTP/2 ones get a GOAWAY), then fires the cancellation token every action
@@ -20,7 +20,7 @@
 //! Every client connection, on either port, is bounded (`conn.rs`): a
 //! permit of the port's connection limit, a header timeout, an idle
 //! timeout; and every relayed response body by `--body-idle-timeout`
-//! (`body.rs`).
+//! (`relay_body.rs`).
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,10 +37,11 @@ use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::interrupt::Signals;
+use crate::common::leave::LeaveListener;
 
 use super::admin::Admin;
-use super::args::{Args, Config};
+use super::args::{Args, ConnectionLimits, ProxyConfig};
+use super::classify;
 use super::conn::{Activity, Gate, Tracked};
 use super::forward::{self, Proxy};
 use super::log;
@@ -59,7 +60,7 @@ const BACKLOG: u32 = 1024;
 pub fn run(args: Args) -> ExitCode {
     let config = match args.config() {
         Ok(config) => config,
-        Err(message) => return crate::shared::usage_error(&message),
+        Err(message) => return crate::common::run::usage_error(&message),
     };
     let runtime = match runtime(false) {
         Ok(runtime) => runtime,
@@ -144,9 +145,13 @@ struct Phases {
     close: CancellationToken,
 }
 
-async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
+/// A worker ready to start: its socket, client stack and runtime.
+type ReadyWorker = (std::net::TcpListener, Stack, Runtime);
+
+/// Serves until a stop signal, then drains; returns the worker threads.
+async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
     let mut signals =
-        Signals::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
+        LeaveListener::listen().map_err(|e| format!("cannot listen for stop signals: {e}"))?;
     let workers = config.workers.get();
     let listeners =
         bind(config.listen, workers).map_err(|e| format!("--listen {}: {e}", config.listen))?;
@@ -163,18 +168,7 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
         .map_err(|e| format!("--admin: {e}"))?;
 
     let metrics = Metrics::new();
-    let shared = Shared::new(&config, metrics.clone())?;
-    let policies = [config.policy]
-        .into_iter()
-        .chain(forward::once_policy(config.policy).ok())
-        .collect::<Vec<_>>();
-    let mut ready_workers = Vec::with_capacity(workers);
-    for listener in listeners {
-        let stack = Stack::new(&config, &shared, &policies);
-        let runtime = runtime(true).map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
-        ready_workers.push((listener, stack, runtime));
-    }
-    let drain = config.drain;
+    let ready_workers = prepare_workers(&config, &metrics, listeners)?;
     eprintln!(
         "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c; {workers} worker(s)), admin on {admin}, upstream {}; \
          budget {}, at most {} attempts, {} per attempt",
@@ -183,7 +177,6 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
         config.policy.max_attempts(),
         Secs(config.policy.attempt_cap()),
     );
-    let limits = config.connections;
     let gate = Arc::new(Gate::new(
         config.max_connections.get(),
         "proxy",
@@ -195,16 +188,65 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
         Admin {
             metrics: metrics.clone(),
             ready: ready.clone(),
-            limits,
+            limits: config.connections,
         }
         .serve(admin_listener, admin_gate),
     );
-
-    let config = Arc::new(config);
+    let drain = config.drain;
     let phases = Phases::default();
+    let (threads, all_drained) =
+        spawn_workers(Arc::new(config), &metrics, &gate, &phases, ready_workers)?;
+    let received = match signals.recv().await {
+        Some(leave) => leave.name(),
+        // No stop signal can arrive any more: serve until the process is
+        // killed.
+        None => std::future::pending().await,
+    };
+    phases.stop.cancel();
+    ready.store(false, Ordering::SeqCst);
+    eprintln!(
+        "retry-budget proxy: {received}: no new connections; draining {} connection(s) for up to {}",
+        gate.open(),
+        Secs(drain),
+    );
+    wait_drained(all_drained, drain, &phases).await;
+    admin_task.abort();
+    Ok(threads)
+}
+
+/// Each worker's client stack and runtime, made before anything is served.
+fn prepare_workers(
+    config: &ProxyConfig,
+    metrics: &Metrics,
+    listeners: Vec<std::net::TcpListener>,
+) -> Result<Vec<ReadyWorker>, String> {
+    let shared = Shared::new(config, metrics.clone())?;
+    let policies = [config.policy]
+        .into_iter()
+        .chain(classify::once_policy(config.policy).ok())
+        .collect::<Vec<_>>();
+    let mut ready_workers = Vec::with_capacity(listeners.len());
+    for listener in listeners {
+        let stack = Stack::new(config, &shared, &policies);
+        let runtime = runtime(true).map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
+        ready_workers.push((listener, stack, runtime));
+    }
+    Ok(ready_workers)
+}
+
+/// Starts the worker threads; the receiver's `recv` ends when every worker
+/// has drained (or closed) its connections.
+fn spawn_workers(
+    config: Arc<ProxyConfig>,
+    metrics: &Metrics,
+    gate: &Arc<Gate>,
+    phases: &Phases,
+    ready_workers: Vec<ReadyWorker>,
+) -> Result<(Vec<std::thread::JoinHandle<()>>, mpsc::Receiver<()>), String> {
+    let workers = ready_workers.len();
     // Each worker holds a sender until its connections are drained (or
-    // closed): the receiver's `recv` ends when all are.
-    let (drained, mut all_drained) = mpsc::channel::<()>(1);
+    // closed).
+    let (drained, all_drained) = mpsc::channel::<()>(1);
     let mut threads = Vec::with_capacity(workers);
     for (index, (listener, stack, runtime)) in ready_workers.into_iter().enumerate() {
         let worker = Worker {
@@ -232,21 +274,12 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
             .map_err(|e| format!("cannot start a worker thread: {e}"))?;
         threads.push(thread);
     }
-    drop(drained);
+    Ok((threads, all_drained))
+}
 
-    let received = match signals.recv().await {
-        Some(leave) => leave.name(),
-        // No stop signal can arrive any more: serve until the process is
-        // killed.
-        None => std::future::pending().await,
-    };
-    phases.stop.cancel();
-    ready.store(false, Ordering::SeqCst);
-    eprintln!(
-        "retry-budget proxy: {received}: no new connections; draining {} connection(s) for up to {}",
-        gate.open(),
-        Secs(drain),
-    );
+/// Waits up to `drain` for the workers to drain, then cancels the actions
+/// still running, waits [`GRACE`], and closes what is still open.
+async fn wait_drained(mut all_drained: mpsc::Receiver<()>, drain: Duration, phases: &Phases) {
     let all_drained = all_drained.recv();
     tokio::pin!(all_drained);
     if tokio::time::timeout(drain, &mut all_drained).await.is_ok() {
@@ -259,8 +292,6 @@ async fn serve(config: Config) -> Result<Vec<std::thread::JoinHandle<()>>, Strin
         }
     }
     phases.close.cancel();
-    admin_task.abort();
-    Ok(threads)
 }
 
 /// One worker thread's part of the proxy port.
@@ -287,48 +318,11 @@ impl Worker {
         };
         let limits = self.proxy.config.connections;
         let graceful = GracefulShutdown::new();
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(limits.header_timeout);
-        builder
-            .http2()
-            .timer(TokioTimer::new())
-            .keep_alive_interval(limits.idle_timeout)
-            .keep_alive_timeout(limits.header_timeout);
+        let builder = http_builder(limits);
         loop {
             tokio::select! {
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
-                        // Past the limit the stream is dropped here: closed
-                        // at once, its descriptor freed.
-                        let Some(permit) = self.gate.admit() else { continue };
-                        let _ = stream.set_nodelay(true);
-                        let proxy = self.proxy.clone();
-                        let activity = Activity::default();
-                        let requests = activity.clone();
-                        let service = service_fn(move |request| {
-                            let in_flight = requests.begin();
-                            // Boxed once: hyper moves the future it is
-                            // given, and this one is large.
-                            let handled = Box::pin(forward::handle(proxy.clone(), request));
-                            async move {
-                                let response = handled.await?;
-                                Ok::<_, std::convert::Infallible>(
-                                    response.map(|body| Tracked::new(body, in_flight)),
-                                )
-                            }
-                        });
-                        let connection = builder
-                            .serve_connection(TokioIo::new(stream), service)
-                            .into_owned();
-                        let watched = graceful.watch(connection);
-                        let gate = self.gate.clone();
-                        tokio::spawn(async move {
-                            gate.serve(watched, activity, limits, permit).await;
-                        });
-                    }
+                    Ok((stream, _)) => self.accept(stream, &builder, &graceful),
                     Err(e) => {
                         // Out of file descriptors, most likely: wait a
                         // little rather than spin.
@@ -346,4 +340,58 @@ impl Worker {
         }
         drop(self.drained);
     }
+
+    /// Serves one accepted connection on a task of its own, or, past the
+    /// connection limit, drops it: closed at once, its descriptor freed.
+    fn accept(
+        &self,
+        stream: tokio::net::TcpStream,
+        builder: &auto::Builder<TokioExecutor>,
+        graceful: &GracefulShutdown,
+    ) {
+        let Some(permit) = self.gate.admit() else {
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        let proxy = self.proxy.clone();
+        let activity = Activity::default();
+        let requests = activity.clone();
+        let service = service_fn(move |request| {
+            let in_flight = requests.begin();
+            // Boxed once: hyper moves the future it is given, and this
+            // one is large.
+            let handled = Box::pin(forward::handle(proxy.clone(), request));
+            async move {
+                let response = handled.await?;
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| Tracked::new(body, in_flight)),
+                )
+            }
+        });
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let watched = graceful.watch(connection);
+        let gate = self.gate.clone();
+        let limits = self.proxy.config.connections;
+        tokio::spawn(async move {
+            gate.serve(watched, activity, limits, permit).await;
+        });
+    }
+}
+
+/// The connection builder of the proxy port: HTTP/1 and HTTP/2 (h2c),
+/// under the connection time bounds.
+fn http_builder(limits: ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.idle_timeout)
+        .keep_alive_timeout(limits.header_timeout);
+    builder
 }

@@ -49,12 +49,12 @@ use tower_retry_budget::{
     BudgetThis, RetryBudget, RetryBudgetLayer,
 };
 
-use crate::connector::{self, Connector};
+use crate::common::connector::{self, Connector};
 
-use super::args::Config;
+use super::args::ProxyConfig;
 use super::attempt::{Attempt, AttemptLayer};
-use super::body::CallerBody;
 use super::metrics::Metrics;
+use super::relay_body::CallerBody;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<CallerBody>;
@@ -94,8 +94,11 @@ impl Shared {
     ///
     /// A one-line message: the TLS roots could not be loaded, or the
     /// hold-off's store could not start.
-    pub fn new(config: &Config, metrics: Metrics) -> Result<Self, String> {
-        let tls = crate::tls::client_config(config.cacert.as_deref(), config.upstream.is_https())?;
+    pub fn new(config: &ProxyConfig, metrics: Metrics) -> Result<Self, String> {
+        let tls = crate::common::tls::client_config(
+            config.cacert.as_deref(),
+            config.upstream.is_https(),
+        )?;
         let hold_off = hold_off(config)?;
         if let Some(map) = &hold_off {
             metrics.watch_hold_off(map.clone());
@@ -144,7 +147,7 @@ impl std::fmt::Debug for Stack {
 /// # Errors
 ///
 /// A one-line message naming the flag.
-pub fn hold_off(config: &Config) -> Result<Option<HoldOff>, String> {
+pub fn hold_off(config: &ProxyConfig) -> Result<Option<HoldOff>, String> {
     if !config.hold_off {
         return Ok(None);
     }
@@ -161,7 +164,7 @@ pub fn hold_off(config: &Config) -> Result<Option<HoldOff>, String> {
 impl Stack {
     /// Builds a worker's client, and its services for `policies` (the
     /// policies most requests have).
-    pub fn new(config: &Config, shared: &Shared, policies: &[Policy]) -> Self {
+    pub fn new(config: &ProxyConfig, shared: &Shared, policies: &[Policy]) -> Self {
         let client = client(config, shared.tls.clone());
         let below = ServiceBuilder::new()
             .option_layer(
@@ -232,11 +235,11 @@ fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
 
 /// The hyper-util client over the CLI's one connector, HTTP/2 only if
 /// asked.
-fn client(config: &Config, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
-    let connector = connector::build(tls, config.upstream_http2);
+fn client(config: &ProxyConfig, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
+    let connector = connector::build(tls, config.upstream.http2);
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
-        .http2_only(config.upstream_http2)
+        .http2_only(config.upstream.http2)
         .build(connector)
 }

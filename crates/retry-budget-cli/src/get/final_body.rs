@@ -7,7 +7,7 @@
 //! budget, as the core's report answers it
 //! ([`retry_budget::Report::body_deadline`]), and mapped to the tokio clock
 //! once by the layer's own saturating mapping
-//! ([`crate::clock::instant_at`]: beyond the clock's range is
+//! ([`tower_retry_budget::instant_at`]: beyond the clock's range is
 //! "never").
 //!
 //! The copy itself is tokio's [`tokio::io::copy`] from the body (as a
@@ -33,7 +33,7 @@ use tokio::time::Instant;
 use tokio_util::io::{InspectWriter, StreamReader};
 use tokio_util::sync::CancellationToken;
 
-use crate::exit::Exit;
+use crate::common::exit::Exit;
 
 /// How the reading of the final response's body ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl BodyEnd {
         }
     }
 
-    /// The exit status this ending forces, if any (see [`crate::exit`]).
+    /// The exit status this ending forces, if any (see [`crate::common::exit`]).
     pub const fn exit(self) -> Option<Exit> {
         match self {
             Self::Truncated => Some(Exit::BodyCutShort),
@@ -177,7 +177,7 @@ where
         Some(Err(_elapsed)) => (BodyEnd::TimedOut, None),
         Some(Ok(Ok(_))) => (BodyEnd::Complete, None),
         Some(Ok(Err(e))) => match e.get_ref().and_then(|e| e.downcast_ref::<ReadError>()) {
-            Some(read) => (BodyEnd::Truncated, Some(crate::shared::chain(read))),
+            Some(read) => (BodyEnd::Truncated, Some(crate::common::run::chain(read))),
             None => (BodyEnd::WriteFailed, Some(e.to_string())),
         },
     };
@@ -209,9 +209,9 @@ mod tests {
     use std::task::{Context, Poll};
     use std::time::Duration;
 
-    use crate::clock::instant_at;
     use http_body::Frame;
     use http_body_util::Full;
+    use tower_retry_budget::instant_at;
 
     use super::*;
 

@@ -5,8 +5,8 @@
 //! Every usage error goes through [`escape`] (so a message stays one line
 //! and cannot drive the terminal), and clap's errors, which may quote any
 //! argument, through [`scrub`] first. The typed paths (headers, URLs) never
-//! put a secret in a message in the first place: see [`crate::headers`] and
-//! [`crate::url`].
+//! put a secret in a message in the first place: see [`crate::common::headers`] and
+//! [`crate::common::url`].
 //!
 //! A URL has two rules, because two readers see it:
 //!
@@ -19,21 +19,8 @@ use std::fmt;
 
 use http::Uri;
 
-use crate::headers::Sensitive;
-
-/// `text` with every control character escaped (`\n`, `\u{1b}`, ...), so
-/// that a message stays one line and cannot move the terminal's cursor.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
+use super::escape::escape;
+use super::headers::Sensitive;
 
 /// `message` with every secret the command line `args` carries replaced by
 /// `***`: the values of sensitive headers (`-H 'Authorization: ...'`, and
@@ -277,12 +264,6 @@ mod tests {
                 "{query}"
             );
         }
-    }
-
-    #[test]
-    fn control_characters_are_escaped() {
-        assert_eq!(escape("a\nb\u{1b}[2Kc\u{7f}"), r"a\nb\u{1b}[2Kc\u{7f}");
-        assert_eq!(escape(&escape("a\tb")), r"a\tb");
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use retry_budget::{Policy, PolicyError};
 
-use crate::duration_arg;
-use crate::signal_args::SignalArgs;
+use crate::common::duration_arg;
+use crate::common::signal_args::SignalArgs;
 
 /// `--budget`, `--max-attempts`, `--attempt-timeout`, `--min-wait`,
 /// `--untrusted-clock`, `--cacert` and the signal flags.

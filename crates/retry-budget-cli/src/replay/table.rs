@@ -17,6 +17,7 @@ use std::time::Duration;
 use retry_budget::schedule::CaseResult;
 use retry_budget::{
     trail::{Event, EventKind, RetryAfterSeen, WaitBasis},
+    trail_text::kind_name,
     Secs,
 };
 
@@ -186,10 +187,7 @@ fn rows(events: &[Event]) -> Vec<Row> {
             _ => {
                 rows.extend(open.take());
                 let mut row = Row::new("event", at);
-                row.observation = serde_json::to_value(&event.kind)
-                    .ok()
-                    .and_then(|v| v["kind"].as_str().map(str::to_owned))
-                    .unwrap_or_default();
+                row.observation = kind_name(&event.kind).to_owned();
                 rows.push(row);
             }
         }

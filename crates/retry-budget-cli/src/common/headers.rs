@@ -18,7 +18,7 @@ use http::header::{
 };
 use http::{HeaderName, HeaderValue, Uri};
 
-use crate::redact;
+use super::escape::escape;
 
 /// One `-H 'Name: value'`.
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ impl Sensitive {
             let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
                 format!(
                     "--sensitive: {:?} is not a header name",
-                    redact::escape(name.trim())
+                    escape(name.trim())
                 )
             })?;
             if !names.contains(&name) {
@@ -86,12 +86,8 @@ pub fn parse(text: &str, sensitive: &Sensitive) -> Result<Header, String> {
     let Some((name, value)) = text.split_once(':') else {
         return Err("-H: expected 'Name: value' (no ':' found)".to_owned());
     };
-    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-        format!(
-            "-H: {:?} is not a valid header name",
-            redact::escape(name.trim())
-        )
-    })?;
+    let name = HeaderName::from_bytes(name.trim().as_bytes())
+        .map_err(|_| format!("-H: {:?} is not a valid header name", escape(name.trim())))?;
     let value = value.trim();
     let mut value = HeaderValue::from_str(value).map_err(|_| {
         let at = value
@@ -117,7 +113,7 @@ pub fn check_framing(headers: &[Header], uri: &Uri, body_len: u64) -> Result<(),
             if header.value.is_sensitive() {
                 "***".to_owned()
             } else {
-                redact::escape(&String::from_utf8_lossy(header.value.as_bytes()))
+                escape(&String::from_utf8_lossy(header.value.as_bytes()))
             }
         };
         if header.name == CONTENT_LENGTH {

@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use retry_budget::{
-    trail::{Event, EventKind, RetryAfterSeen, WaitBasis},
+    trail::{Event, EventKind, RetryAfterSeen},
+    trail_text::{Note, WaitReason},
     Policy, Secs, StatusSet,
 };
 use tower_retry_budget::observer::{ActionId, Observer};
@@ -241,21 +242,7 @@ impl Progress {
                 reservation_end,
                 basis,
             } => {
-                let why = match basis {
-                    WaitBasis::Server { requested } => format!("server asked {}", Secs(*requested)),
-                    WaitBasis::Fallback { .. } => "fallback: no usable Retry-After".to_owned(),
-                    WaitBasis::FallbackJittered { unjittered, .. } => format!(
-                        "fallback {} with jitter: no usable Retry-After",
-                        Secs(*unjittered)
-                    ),
-                    WaitBasis::HoldOff => {
-                        "hold-off: the service asked this client to wait".to_owned()
-                    }
-                    WaitBasis::ResetHeader { requested } => {
-                        format!("reset header asked {}", Secs(*requested))
-                    }
-                    other => format!("{other:?}"),
-                };
+                let why = WaitReason(basis);
                 let countdown = Wait {
                     seen: Instant::now(),
                     at_s: event.at.as_secs_f64(),
@@ -310,102 +297,15 @@ impl Progress {
                 ),
                 Some(None),
             ),
-            EventKind::RetryForbidden { attempt: n } => (
-                format!("{at} {}: retry forbidden by the server", attempt(*n)),
-                None,
-            ),
-            EventKind::Translated { attempt: n, from } => (
-                format!("{at} {}: translated from {from}", attempt(*n)),
-                None,
-            ),
-            EventKind::RetryAfterRepeated {
-                attempt: n,
-                values,
-                raw,
-            } => (
-                format!(
-                    "{at} {}: Retry-After repeated ({values} values: {raw}); the longest valid wait counts",
-                    attempt(*n)
-                ),
-                None,
-            ),
-            EventKind::LenientDate {
-                attempt: n,
-                raw,
-                tolerated,
-            } => (
-                format!(
-                    "{at} {}: Retry-After date read leniently ({tolerated}): {raw}",
-                    attempt(*n)
-                ),
-                None,
-            ),
-            EventKind::ResetHeader {
-                attempt: n,
-                header,
-                raw,
-                reading,
-                ..
-            } => (
-                format!("{at} {}: reset header {header}: {raw} ({reading})", attempt(*n)),
-                None,
-            ),
-            EventKind::Spread { attempt: n, extra } => (
-                format!(
-                    "{at} {}: a random spread of {} added on top of the server's delay",
-                    attempt(*n),
-                    Secs(*extra)
-                ),
-                None,
-            ),
-            EventKind::StatusAfterData {
-                attempt: n,
-                status,
-                from,
-            } => (
-                format!(
-                    "{at} {}: after the answer began, the service ended it with {from} (as HTTP {status})",
-                    attempt(*n)
-                ),
-                None,
-            ),
-            EventKind::SharedStoreUnavailable => (
-                format!(
-                    "{at} the shared hold-off store is unavailable: only this process's hold-offs apply"
-                ),
-                None,
-            ),
-            EventKind::RetryAfterMs {
-                attempt: n,
-                raw,
-                reading,
-            } => (
-                format!("{at} {}: retry-after-ms {raw} ({reading})", attempt(*n)),
-                None,
-            ),
-            EventKind::ShouldRetry {
-                attempt: n,
-                header,
-                raw,
-                says,
-            } => {
-                let what = match says {
-                    Some(false) => "the server says not to retry",
-                    Some(true) => "changes nothing",
-                    None => "neither true nor false: ignored",
-                };
-                (format!("{at} {}: {header}: {raw} ({what})", attempt(*n)), None)
-            }
-            EventKind::QuotaExhausted { attempt: n, code } => (
-                format!(
-                    "{at} {}: the body says the quota is used up ({code}): not retried",
-                    attempt(*n)
-                ),
-                None,
-            ),
             EventKind::Stopped { outcome } => (format!("{at} stopped: {outcome}"), Some(None)),
-            // A kind newer than this program.
-            other => (format!("{at} {other:?}"), None),
+            kind => match Note::of(kind) {
+                Some(note) => match note.attempt() {
+                    Some(n) => (format!("{at} {}: {note}", attempt(n)), None),
+                    None => (format!("{at} {note}"), None),
+                },
+                // A kind newer than this program.
+                None => (format!("{at} {kind:?}"), None),
+            },
         }
     }
 }
@@ -507,6 +407,7 @@ impl Visit for Generic {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use retry_budget::trail::WaitBasis;
     use retry_budget::{retry_after::RetryAfter, Outcome};
     use tracing_subscriber::layer::SubscriberExt;
 

@@ -1,7 +1,7 @@
 //! The one connector `get` and `proxy` open upstream connections with:
 //! hyper-util's TCP connector (`TCP_NODELAY`, any scheme accepted) under
 //! hyper-rustls, which speaks TLS through rustls for `https://` URLs
-//! ([`crate::tls`] gives the configuration) and plain TCP for `http://`
+//! ([`crate::common::tls`] gives the configuration) and plain TCP for `http://`
 //! ones; HTTP/1.1 always, HTTP/2 when asked.
 
 use std::sync::Arc;

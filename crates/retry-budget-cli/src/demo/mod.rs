@@ -26,11 +26,11 @@ use retry_budget::Secs;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::get::progress::{Console, INDENT};
 use crate::get::{self, Options, Target};
-use crate::progress::{Console, INDENT};
 
 /// The given schedules (`data/B62-16-schedules.json`).
-const FIXTURE: &str = include_str!("../data/B62-16-schedules.json");
+const FIXTURE: &str = include_str!("../../data/B62-16-schedules.json");
 /// The case played without `--case`.
 const DEFAULT_CASE: &str = "schedule_a_delay_seconds";
 /// An attempt that ends closer than this to its cap would race the deadline
@@ -66,19 +66,19 @@ pub fn run(args: &Args) -> ExitCode {
     }
     let id = args.case.as_deref().unwrap_or(DEFAULT_CASE);
     let Some(mut case) = cases.into_iter().find(|c| c.id == id) else {
-        return crate::shared::usage_error(&format!(
+        return crate::common::run::usage_error(&format!(
             "no case {id:?} in the fixture (see: retry-budget demo --list)"
         ));
     };
     if let Some(reason) = unplayable(&case) {
-        return crate::shared::usage_error(&format!(
+        return crate::common::run::usage_error(&format!(
             "case {} cannot be played over a real connection: {reason}",
             case.id
         ));
     }
     // The server plays the attempts; the expectation stays out of reach.
     case.expect = None;
-    let runtime = match crate::shared::runtime() {
+    let runtime = match crate::common::run::runtime() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("retry-budget: cannot start the async runtime: {e}");

@@ -19,7 +19,7 @@ use tower_retry_budget::{
     RetryBudgetLayer,
 };
 
-use crate::duration_arg;
+use crate::common::duration_arg;
 
 /// An API whose signals a preset reads (what each reads is in the
 /// `--preset` help; the variants carry no doc comment so that clap lists

@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::exit::Exit;
+use crate::common::exit::Exit;
 
 /// Which signal made the user leave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,12 +66,12 @@ impl Drop for Watcher {
     }
 }
 
-/// The stop signals, listened for from the moment [`Signals::listen`]
+/// The stop signals, listened for from the moment [`LeaveListener::listen`]
 /// returns: SIGINT, SIGTERM and SIGHUP on Unix, Ctrl-C elsewhere. The one
 /// place the CLI handles OS signals: `get` and `replay` through [`watch`],
-/// the proxy (which drains before it cancels) through [`Signals::recv`].
+/// the proxy (which drains before it cancels) through [`LeaveListener::recv`].
 #[derive(Debug)]
-pub struct Signals {
+pub struct LeaveListener {
     #[cfg(unix)]
     interrupt: tokio::signal::unix::Signal,
     #[cfg(unix)]
@@ -80,7 +80,7 @@ pub struct Signals {
     hangup: tokio::signal::unix::Signal,
 }
 
-impl Signals {
+impl LeaveListener {
     /// Installs the handlers. Must be called inside the runtime.
     ///
     /// # Errors
@@ -119,7 +119,7 @@ impl Signals {
     }
 }
 
-/// Fires `cancel` on the first stop signal ([`Signals`]). Must be called
+/// Fires `cancel` on the first stop signal ([`LeaveListener`]). Must be called
 /// inside the runtime.
 ///
 /// # Errors
@@ -128,7 +128,7 @@ impl Signals {
 pub fn watch(cancel: CancellationToken) -> io::Result<Watcher> {
     let left = Arc::new(OnceLock::new());
     let seen = left.clone();
-    let mut signals = Signals::listen()?;
+    let mut signals = LeaveListener::listen()?;
     let task = tokio::spawn(async move {
         if let Some(leave) = signals.recv().await {
             let _ = seen.set(leave);

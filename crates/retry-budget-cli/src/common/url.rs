@@ -24,7 +24,7 @@ use http::uri::{Authority, Uri};
 use http::HeaderValue;
 use percent_encoding::percent_decode_str;
 
-use crate::redact;
+use super::escape::escape;
 
 /// Parses and checks a URL given by the user. The error never contains
 /// the URL's userinfo.
@@ -52,7 +52,7 @@ pub fn check(uri: &Uri) -> Result<(), String> {
         Some(other) => {
             return Err(format!(
                 "the scheme {}: is not supported: http:// or https:// only",
-                redact::escape(other)
+                escape(other)
             ))
         }
         None => return Err("no scheme: give a full URL such as http://127.0.0.1:8080/path".into()),
@@ -69,7 +69,7 @@ pub fn check(uri: &Uri) -> Result<(), String> {
             Ok(1..) if port.bytes().all(|b| b.is_ascii_digit()) => Ok(()),
             _ => Err(format!(
                 "the URL's port {} is not a port number from 1 to 65535",
-                redact::escape(&shorten(port))
+                escape(&shorten(port))
             )),
         },
     }

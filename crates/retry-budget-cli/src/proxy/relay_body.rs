@@ -163,7 +163,7 @@ impl Body for RelayBody {
                     // reached, and arms no timer.
                     match (
                         this.timer.as_mut(),
-                        crate::clock::instant_at(Instant::now(), *this.idle),
+                        tower_retry_budget::instant_at(Instant::now(), *this.idle),
                     ) {
                         (Some(timer), Some(deadline)) => timer.as_mut().reset(deadline),
                         (None, Some(deadline)) => {

@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use retry_budget::schedule::{self, CaseResult, Fixture};
 use serde_json::Value;
 
-use crate::table;
+mod table;
 
 /// The arguments of `retry-budget replay`.
 #[derive(Debug, clap::Args)]

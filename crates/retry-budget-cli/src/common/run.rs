@@ -6,13 +6,13 @@ use std::error::Error as StdError;
 use std::io;
 use std::process::ExitCode;
 
-use crate::exit::Exit;
-use crate::redact;
+use super::escape::escape;
+use crate::common::exit::Exit;
 
 /// Prints a usage error (one line, control characters escaped) and
 /// returns exit status 2.
 pub fn usage_error(message: &str) -> ExitCode {
-    eprintln!("retry-budget: {}", redact::escape(message));
+    eprintln!("retry-budget: {}", escape(message));
     Exit::Usage.into()
 }
 

@@ -1,0 +1,185 @@
+//! The action sent down the stack, and its end relayed to the caller and
+//! logged: the upstream's response streamed with what happened
+//! (`retry-budget-attempts`, `retry-budget-outcome`, and with `--preset`
+//! `x-should-retry: false` when an SDK must not retry on top), or the
+//! proxy's own answer when the action ended without one, when the caller's
+//! body broke (`bad_request_body`, 400: the caller's fault, not the
+//! upstream's), or when the upstream's status is outside 100-599
+//! (`invalid_upstream_status`, 502).
+
+use http::{HeaderName, HeaderValue, Response, StatusCode, Version};
+use http_body_util::Either;
+use hyper::body::Incoming;
+use retry_budget::trail::EventKind;
+use retry_budget::{Category, Outcome, Report};
+use tower::ServiceExt;
+use tower_retry_budget::quota::QuotaBody;
+use tracing::{Instrument, Span};
+
+use super::args::ProxyConfig;
+use super::hop;
+use super::log_guard::LogGuard;
+use super::metrics::Metrics;
+use super::relay_body::RelayBody;
+use super::reply::{failed, own_outcome, tell, ProxyBody, BAD_REQUEST_BODY, INVALID_STATUS};
+use super::stack::Stack;
+use super::start::Started;
+
+/// `x-should-retry`: the word an SDK obeys (see the [module docs](self)).
+pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
+
+/// Sends the action and answers the caller (see the [module docs](self)).
+pub async fn run(
+    stack: &Stack,
+    metrics: &Metrics,
+    config: &ProxyConfig,
+    started: Started,
+) -> Response<ProxyBody> {
+    let Started {
+        request,
+        policy,
+        span,
+        mut guard,
+        broke,
+    } = started;
+    // Declared after `guard`, so dropped before it if the caller leaves:
+    // the layer's future, dropped, fills the slot with the core's report
+    // before `guard` writes the log line from it.
+    let action = std::pin::pin!(stack
+        .service(policy)
+        .oneshot(request)
+        .instrument(span.clone()));
+    let result = action.await;
+    let report = guard.slot.get();
+    record(&span, report.as_ref());
+    if let Some(broken) = broke.get() {
+        // Whatever the action's end, the caller's body broke first.
+        let text = format!("retry-budget proxy: {broken}\n");
+        return own_end(
+            guard,
+            report,
+            StatusCode::BAD_REQUEST,
+            &text,
+            BAD_REQUEST_BODY,
+        );
+    }
+    match result {
+        Ok(response) if !(100..600).contains(&response.status().as_u16()) => {
+            let text = format!(
+                "retry-budget proxy: the upstream answered an invalid status ({})\n",
+                response.status()
+            );
+            own_end(
+                guard,
+                report,
+                StatusCode::BAD_GATEWAY,
+                &text,
+                INVALID_STATUS,
+            )
+        }
+        Ok(response) => relay_upstream(response, metrics, config, guard, report),
+        Err(error) => {
+            if let Some(report) = &report {
+                guard.log(report, None);
+            }
+            failed(&error)
+        }
+    }
+}
+
+/// The upstream's response, relayed; logged when its body ends, with how
+/// it ended. `report` is the slot's for good: the action ended with this
+/// response's head, and no layer of this stack corrects a report from the
+/// body afterwards.
+fn relay_upstream(
+    response: Response<QuotaBody<Incoming>>,
+    metrics: &Metrics,
+    config: &ProxyConfig,
+    mut guard: LogGuard,
+    report: Option<Report>,
+) -> Response<ProxyBody> {
+    let metrics = metrics.clone();
+    let preset = config.preset.is_some();
+    relay(response, config.body_idle_timeout, preset, move |ending| {
+        metrics.body_ended(ending.as_str());
+        if let Some(report) = &report {
+            guard.log(report, Some(ending));
+        }
+    })
+}
+
+/// The action's outcome on its span.
+fn record(span: &Span, report: Option<&Report>) {
+    if let Some(report) = report {
+        span.record("retry_budget.outcome", report.outcome.as_str());
+        span.record("retry_budget.attempts", report.attempts_started);
+        if let Some(status) = report.last_status {
+            span.record("http.response.status_code", status);
+        }
+    }
+}
+
+/// The proxy's own answer with its own `outcome`, logged.
+fn own_end(
+    mut guard: LogGuard,
+    report: Option<Report>,
+    status: StatusCode,
+    text: &str,
+    outcome: &'static str,
+) -> Response<ProxyBody> {
+    guard.outcome = Some(outcome);
+    if let Some(report) = &report {
+        guard.log(report, None);
+    }
+    own_outcome(status, text, outcome, report.as_ref())
+}
+
+/// The upstream's final response, relayed with what happened; `on_end` is
+/// told how its body ended.
+fn relay(
+    response: Response<QuotaBody<Incoming>>,
+    idle: std::time::Duration,
+    preset: bool,
+    on_end: impl FnOnce(super::relay_body::Ending) + Send + 'static,
+) -> Response<ProxyBody> {
+    let told = response.extensions().get::<Report>().map(|report| {
+        // Read only with a preset (it may read the trail).
+        let no_retry = preset && no_retry_on_top(report);
+        (report.outcome, report.attempts_started, no_retry)
+    });
+    let (mut parts, body) = response.into_parts();
+    hop::strip_response(&mut parts.headers);
+    // The version is this hop's: hyper writes its own.
+    parts.version = Version::default();
+    let body = RelayBody::new(body, idle, on_end);
+    let mut response = Response::from_parts(parts, Either::Left(body));
+    if let Some((outcome, attempts, no_retry)) = told {
+        tell(&mut response, outcome, attempts);
+        if no_retry {
+            response
+                .headers_mut()
+                .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
+        }
+    }
+    response
+}
+
+/// Whether an SDK must not retry this answer on top of the proxy: the
+/// proxy already retried and still ended with a 429, the 429 said the
+/// quota is used up, or the upstream said not to retry. (The core decided
+/// each: the attempts, the category, the trail.)
+fn no_retry_on_top(report: &Report) -> bool {
+    let retried_429 = report.attempts_started > 1
+        && report.last_status == Some(429)
+        && report.outcome != Outcome::Success;
+    let server_said = report.events.iter().rev().any(|e| {
+        matches!(
+            e.kind,
+            EventKind::ShouldRetry {
+                says: Some(false),
+                ..
+            }
+        )
+    });
+    retried_429 || report.category() == Some(Category::Quota) || server_said
+}

@@ -1,0 +1,129 @@
+//! What the caller is told: the two headers on every response
+//! (`retry-budget-attempts`, `retry-budget-outcome`), and the proxy's own
+//! short text responses (a refusal, a deadline already spent, an action
+//! that ended without a response, a broken caller body, an invalid
+//! upstream status).
+
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, RETRY_AFTER};
+use http::{HeaderName, HeaderValue, Response, StatusCode};
+use http_body_util::{Either, Full};
+use retry_budget::{Outcome, PolicyError, Report};
+use tower_retry_budget::{Error, ErrorKind};
+
+use super::relay_body::RelayBody;
+
+/// `retry-budget-attempts`: on every response, the attempts sent.
+pub const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts");
+/// `retry-budget-outcome`: on every response, how the action ended.
+pub const OUTCOME: HeaderName = HeaderName::from_static("retry-budget-outcome");
+/// `retry-after-ms`: a `held_off` answer's wait, in milliseconds.
+pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+
+/// The proxy's own outcome when the caller's request body broke.
+pub const BAD_REQUEST_BODY: &str = "bad_request_body";
+/// The proxy's own outcome when the upstream's status is outside 100-599.
+pub const INVALID_STATUS: &str = "invalid_upstream_status";
+
+/// The body of a response to the caller: the upstream's, streamed, or the
+/// proxy's own short text.
+pub type ProxyBody = Either<RelayBody, Full<Bytes>>;
+
+/// A short text response of the proxy's own.
+pub fn local(status: StatusCode, text: &str) -> Response<ProxyBody> {
+    let mut response = Response::new(Either::Right(Full::new(Bytes::from(text.to_owned()))));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    // Nothing sent, unless the caller says otherwise with `tell`.
+    response
+        .headers_mut()
+        .insert(ATTEMPTS, HeaderValue::from_static("0"));
+    response
+}
+
+/// Adds `retry-budget-attempts` and `retry-budget-outcome`.
+pub fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
+    tell_str(response, outcome.as_str(), attempts);
+}
+
+/// [`tell`] with the proxy's own outcome name.
+pub fn tell_str<B>(response: &mut Response<B>, outcome: &'static str, attempts: u32) {
+    let headers = response.headers_mut();
+    headers.insert(ATTEMPTS, HeaderValue::from(attempts));
+    headers.insert(OUTCOME, HeaderValue::from_static(outcome));
+}
+
+/// A text response with the proxy's own `outcome`, after `report`'s
+/// attempts (none without a report).
+pub fn own_outcome(
+    status: StatusCode,
+    text: &str,
+    outcome: &'static str,
+    report: Option<&Report>,
+) -> Response<ProxyBody> {
+    let mut response = local(status, text);
+    tell_str(
+        &mut response,
+        outcome,
+        report.map_or(0, |r| r.attempts_started),
+    );
+    response
+}
+
+/// The caller's deadline leaves no time (the core's `zero`, a zero budget):
+/// the budget is exhausted before the first attempt, nothing is sent.
+pub fn deadline_spent(zero: &PolicyError) -> Response<ProxyBody> {
+    let mut response = local(
+        StatusCode::GATEWAY_TIMEOUT,
+        &format!(
+            "retry-budget proxy: the caller's deadline leaves no time ({zero}): nothing was sent\n"
+        ),
+    );
+    tell(&mut response, Outcome::BudgetExhausted, 0);
+    response
+}
+
+/// The proxy's answer when the action ended without a response.
+pub fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
+    let report = error.report();
+    let outcome = error.outcome();
+    let status = match error.kind() {
+        ErrorKind::Inner(_) => StatusCode::BAD_GATEWAY,
+        ErrorKind::AttemptTimeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorKind::NotSent if outcome == Outcome::HeldOff => StatusCode::TOO_MANY_REQUESTS,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let text = match (error.kind(), report) {
+        (ErrorKind::Inner(inner), Some(report)) => format!("{report}\nUpstream error: {inner}\n"),
+        (_, Some(report)) => format!("{report}\n"),
+        (_, None) => format!("{error}\n"),
+    };
+    let mut response = local(status, &text);
+    tell(
+        &mut response,
+        outcome,
+        report.map_or(0, |r| r.attempts_started),
+    );
+    if let Some((secs, millis)) = report.and_then(held_off_for) {
+        response.headers_mut().insert(RETRY_AFTER, secs);
+        response.headers_mut().insert(RETRY_AFTER_MS, millis);
+    }
+    response
+}
+
+/// For a `held_off` action: how long the upstream's hold-off still runs
+/// (the core's [`Report::held_off_left`]), as a `Retry-After` in whole
+/// seconds and a `retry-after-ms` in whole milliseconds, each rounded up.
+fn held_off_for(report: &Report) -> Option<(HeaderValue, HeaderValue)> {
+    let left = report.held_off_left()?;
+    let secs = left
+        .as_secs()
+        .saturating_add(u64::from(left.subsec_nanos() > 0));
+    let millis = u64::try_from(left.as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(u64::from(left.subsec_nanos() % 1_000_000 > 0));
+    Some((HeaderValue::from(secs), HeaderValue::from(millis)))
+}

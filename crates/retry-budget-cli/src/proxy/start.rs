@@ -1,0 +1,121 @@
+//! What one action carries down the stack, set up once its policy is
+//! known: the request's extensions (attempt counter, report slot,
+//! cancellation, the caller's deadline, the idempotency mark, the
+//! observer's id), the caller's body watched for breaking, the action's
+//! span, and its log guard.
+
+use http::request::Parts;
+use http::Request;
+use hyper::body::Incoming;
+use retry_budget::Policy;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tower_retry_budget::{observer::ActionId, Idempotent, ReportSlot};
+use tracing::Span;
+
+use super::args::LogFormat;
+use super::classify::{Class, Once};
+use super::deadline::{Allowed, CallerDeadline};
+use super::log_guard::LogGuard;
+use super::metrics::Metrics;
+use super::relay_body::{BrokeFlag, CallerBody};
+use crate::common::redact::logged_uri;
+
+/// An action ready to be sent.
+pub struct Started {
+    /// The upstream request.
+    pub request: Request<CallerBody>,
+    /// Its policy.
+    pub policy: Policy,
+    /// The action's span.
+    pub span: Span,
+    /// Writes its log line once.
+    pub guard: LogGuard,
+    /// Set if the caller's body broke.
+    pub broke: BrokeFlag,
+}
+
+/// What an action is started with, besides its request.
+pub struct Setup<'a> {
+    /// The observer's number for it.
+    pub id: u64,
+    /// Fired to cancel it (a child of the worker's token).
+    pub cancel: CancellationToken,
+    /// Told when the caller's body breaks.
+    pub metrics: &'a Metrics,
+    /// The log line's format.
+    pub format: LogFormat,
+    /// When the request was received.
+    pub received: Instant,
+}
+
+/// Sets up the action of the upstream request head `parts` (see the
+/// [module docs](self)).
+pub fn start(
+    mut parts: Parts,
+    body: Incoming,
+    (class, policy, allowed): (Class, Policy, Option<Allowed>),
+    setup: Setup<'_>,
+) -> Started {
+    let Setup {
+        id, cancel, format, ..
+    } = setup;
+    let counter = class.counter();
+    let slot = ReportSlot::new();
+    let broke = BrokeFlag::default();
+    let body = {
+        let (metrics, cancel) = (setup.metrics.clone(), cancel.clone());
+        CallerBody::new(body, broke.clone(), move || {
+            // The caller's fault: counted as such, and no retry (it could
+            // not mend the body).
+            metrics.caller_body_broke(id);
+            cancel.cancel();
+        })
+    };
+    let extensions = &mut parts.extensions;
+    extensions.insert(counter.clone());
+    extensions.insert(slot.clone());
+    extensions.insert(cancel);
+    if let Some(allowed) = allowed {
+        extensions.insert(CallerDeadline { allowed });
+    }
+    if class.once.is_none() && !parts.method.is_safe() {
+        // A write with an Idempotency-Key: the caller says every copy is
+        // the same operation.
+        extensions.insert(Idempotent);
+    }
+    extensions.insert(ActionId(id));
+    let guard = LogGuard {
+        method: parts.method.clone(),
+        url: parts.uri.clone(),
+        received: setup.received,
+        slot,
+        counter,
+        once: class.once.map(Once::as_str),
+        format,
+        logged: false,
+        outcome: None,
+    };
+    Started {
+        span: span(&parts),
+        request: Request::from_parts(parts, body),
+        policy,
+        guard,
+        broke,
+    }
+}
+
+/// The action's span, its outcome fields filled when it ends.
+fn span(parts: &Parts) -> Span {
+    tracing::info_span!(
+        target: "retry_budget::proxy",
+        "http.client.action",
+        otel.name = %parts.method,
+        otel.kind = "client",
+        http.request.method = %parts.method,
+        url.full = %logged_uri(&parts.uri),
+        http.response.status_code = tracing::field::Empty,
+        retry_budget.outcome = tracing::field::Empty,
+        retry_budget.attempts = tracing::field::Empty,
+    )
+}
