@@ -211,11 +211,11 @@ fn dashboard_exprs() -> Vec<String> {
                     walk(v, key, out);
                 }
             }
-            serde_json::Value::String(s) if matches!(key, Some("expr" | "query")) => {
-                // A datasource variable's query is a plugin's name.
-                if s != "prometheus" {
-                    out.push(s.clone());
-                }
+            // A datasource variable's query is a plugin's name.
+            serde_json::Value::String(s)
+                if matches!(key, Some("expr" | "query")) && s != "prometheus" =>
+            {
+                out.push(s.clone());
             }
             _ => {}
         }
