@@ -333,14 +333,15 @@ fn the_files_reference_the_metrics_they_are_about() {
 #[tokio::test]
 async fn the_dashboard_and_the_alerts_name_only_metrics_the_proxy_exports() {
     let upstream = Upstream::start(|path, n| match (path, n) {
-        ("/limited", 0) => Reply::status(429).retry_after("1"),
+        ("/limited", 0) => Reply::status(429).retry_after("3"),
         _ => Reply::status(200),
     });
     // A hold-off store nobody listens on: the store's series exist (and
     // say it is down), and each request goes on without it.
     let proxy = Proxy::start(&upstream, &["--hold-off-redis", "redis://127.0.0.1:1"]);
 
-    // A 429 waited out and retried...
+    // A 429 waited out and retried (3 s: time enough to send the next
+    // request while the hold-off lasts, however busy the machine)...
     let limited_url = proxy.url("/limited");
     let limited = tokio::spawn(async move { send(get(&limited_url)).await });
     let start = Instant::now();
