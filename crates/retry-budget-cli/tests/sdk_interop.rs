@@ -632,7 +632,9 @@ fn run_sdk_call(python: &Path, args: &[&str]) -> Result<String, String> {
 
 /// The SDK's version, or why it cannot be imported.
 fn sdk_version(python: &Path, sdk: &str) -> Result<String, String> {
+    // The reason is the traceback's last line (`ModuleNotFoundError: ...`).
     run_sdk_call(python, &[sdk, "--version"])
+        .map_err(|stderr| stderr.lines().last().unwrap_or_default().to_owned())
 }
 
 /// One SDK call against `base_url`: what it ended with.
