@@ -13,7 +13,8 @@
 //! always answers the rate limit ([`Kind::Always`]). (a) and (b) are asserted
 //! as measured (each expectation says why, from the SDK's retry code); (c)
 //! against the targets: a wait ends in success after exactly one 429, a quota
-//! reaches the upstream once, an always-429 at most the proxy's attempts.
+//! reaches the upstream once, an always-429 at most the proxy's attempts
+//! (shown as measured only for an SDK whose own retries are unmarked).
 //!
 //! The SDKs' Python comes from `RETRY_BUDGET_SDK_PYTHON` (`.ci/run` installs
 //! the six into `.ci/venv` and sets it), else `.ci/venv` itself. Without a
@@ -99,6 +100,10 @@ struct Row {
     sdk: &'static str,
     /// The provider, as its `--preset` would be named.
     provider: &'static str,
+    /// The SDK retries a 429 itself and marks nothing the proxy could tell
+    /// a retry by (cohere): an always-429 is shown as measured, not held to
+    /// the proxy's attempts.
+    unmarked_retries: bool,
     scenarios: Vec<Scenario>,
 }
 
@@ -339,6 +344,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "openai",
             provider: "openai",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "rate limit, retry-after 1",
@@ -369,6 +375,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "openai",
             provider: "azure",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "429, retry-after(-ms) 1 s",
@@ -399,6 +406,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "openai",
             provider: "openrouter",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "429 rate_limit_exceeded, retry-after 1",
@@ -437,6 +445,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "anthropic",
             provider: "anthropic",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "rate_limit_error, retry-after 1",
@@ -467,6 +476,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "groq",
             provider: "groq",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "TPM 429, retry-after 1, reset-requests 2m59.56s",
@@ -497,6 +507,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "google-genai",
             provider: "gemini",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "RESOURCE_EXHAUSTED per minute, retryDelay 1s",
@@ -527,6 +538,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "mistralai",
             provider: "mistral",
+            unmarked_retries: false,
             scenarios: vec![
                 Scenario {
                     name: "rate_limit_error, ratelimitbysize-reset 1",
@@ -557,6 +569,7 @@ fn rows() -> Vec<Row> {
         Row {
             sdk: "cohere",
             provider: "cohere",
+            unmarked_retries: true,
             scenarios: vec![
                 Scenario {
                     name: "per-minute 429, retry-after 1",
@@ -815,7 +828,9 @@ fn the_ai_sdks_direct_through_the_proxy_and_with_its_presets() {
                 ));
             }
             if let Ok(cell) = &cells.preset {
-                if let Some(missed) = preset_target(scenario.kind, cell) {
+                let measured_only = row.unmarked_retries && scenario.kind == Kind::Always;
+                if let Some(missed) = preset_target(scenario.kind, cell).filter(|_| !measured_only)
+                {
                     failures.push(format!(
                         "{label}, with --preset {}: {missed}: {}",
                         row.provider, cell.result
