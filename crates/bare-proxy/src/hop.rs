@@ -25,19 +25,42 @@ static HOP: [HeaderName; 8] = [
 ];
 
 /// Removes the hop-by-hop fields of a message about to be forwarded. One
-/// pass over the names present when there are none (the common case).
+/// pass over the names present finds the listed ones (most messages have
+/// none, or only `Connection: keep-alive`, which names a listed field);
+/// only those, and the other fields `Connection` names, are removed.
 pub fn strip(headers: &mut HeaderMap) {
-    if !headers.keys().any(|name| HOP.contains(name)) {
+    let mut present = 0u8;
+    for name in headers.keys() {
+        if let Some(index) = HOP.iter().position(|hop| hop == name) {
+            present |= 1 << index;
+        }
+    }
+    if present == 0 {
         return;
     }
-    let named: Vec<HeaderName> = headers
-        .get_all(CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .filter_map(|token| HeaderName::from_bytes(token.trim().as_bytes()).ok())
-        .collect();
-    for name in HOP.iter().chain(&named) {
+    // `HOP[0]` is `Connection`: the fields it names that are not listed.
+    let named: Vec<HeaderName> = if present & 1 != 0 {
+        headers
+            .get_all(CONNECTION)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .filter(|token| {
+                !HOP.iter()
+                    .any(|hop| token.eq_ignore_ascii_case(hop.as_str()))
+            })
+            .filter_map(|token| HeaderName::from_bytes(token.as_bytes()).ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for (index, name) in HOP.iter().enumerate() {
+        if present & (1 << index) != 0 {
+            headers.remove(name);
+        }
+    }
+    for name in &named {
         headers.remove(name);
     }
 }

@@ -154,6 +154,8 @@ fn answer(status: StatusCode) -> Response<ProxyBody> {
 /// got (`addr`'s, or the one the system chose for port 0). On Unix each is
 /// a socket of its own (`SO_REUSEPORT`); elsewhere they are copies of one
 /// socket, which every worker accepts from. (The sidecar's, as it binds.)
+/// Called within a tokio runtime (a socket is registered with it until it
+/// is turned into a std socket).
 pub fn bind(addr: SocketAddr, workers: usize) -> io::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::with_capacity(workers);
     let mut at = addr;
@@ -221,7 +223,13 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) -> io::Re
 /// on a socket of its own with a [`Proxy`] of its own, until the process
 /// is killed; returns only if a worker cannot start.
 pub fn run(listen: SocketAddr, upstream: &Upstream, workers: usize) -> io::Result<()> {
-    let listeners = bind(listen, workers)?;
+    let listeners = {
+        let binder = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()?;
+        let _entered = binder.enter();
+        bind(listen, workers)?
+    };
     let at = listeners
         .first()
         .ok_or_else(|| io::Error::other("no worker"))?

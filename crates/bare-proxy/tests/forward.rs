@@ -1,10 +1,10 @@
-//! The bare proxy forwards a GET to a loopback hyper server and relays its
-//! answer (real sockets on 127.0.0.1).
+//! The bare proxy (the binary, two workers) forwards a GET to a loopback
+//! hyper server and relays its answer (real sockets on 127.0.0.1).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 
-use bare_proxy::{Proxy, Upstream};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
@@ -45,13 +45,24 @@ async fn forwards_a_get_and_relays_the_answer() {
         }
     });
 
-    let upstream: Upstream = format!("http://{upstream_addr}").parse().unwrap();
-    let listener = bare_proxy::bind("127.0.0.1:0".parse().unwrap(), 1)
-        .unwrap()
-        .pop()
-        .unwrap();
-    let proxy_addr = listener.local_addr().unwrap();
-    tokio::spawn(bare_proxy::serve(listener, Arc::new(Proxy::new(upstream))));
+    let mut proxy = Killed(
+        Command::new(env!("CARGO_BIN_EXE_bare-proxy"))
+            .args(["--listen", "127.0.0.1:0", "--workers", "2", "--upstream"])
+            .arg(format!("http://{upstream_addr}"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // "bare-proxy: listening on ADDR (...": the port the system chose.
+    // Kept open to the end: the proxy may write more.
+    let mut stderr = BufReader::new(proxy.0.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let proxy_addr = line
+        .split_whitespace()
+        .nth(3)
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
 
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let request = Request::get(format!("http://{proxy_addr}/a/path?q=1"))
@@ -81,4 +92,14 @@ async fn forwards_a_get_and_relays_the_answer() {
             .any(|f| f.starts_with("x-secret") || f.starts_with("connection")),
         "{seen}"
     );
+}
+
+/// The proxy's process, killed when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
