@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # Throughput and added latency of `retry-budget proxy` beside nginx
-# `proxy_pass` and HAProxy, all in front of the same nginx upstream
-# (`return 200`), on loopback. BENCHMARKS.md ("Sidecar proxy") records its
-# runs and says how to read them.
+# `proxy_pass`, HAProxy and the bare hyper proxy of its shape (`bare-proxy`,
+# crates/bare-proxy: the floor of its stack), all in front of the same nginx
+# upstream (`return 200`), on loopback. BENCHMARKS.md ("Sidecar proxy")
+# records its runs and says how to read them.
 #
 #   bash crates/retry-budget-cli/benches/proxy-throughput.sh
 #
 # Environment (all optional):
 #   WORKERS=2        workers of each proxy (nginx worker_processes, HAProxy
-#                    nbthread, retry-budget --workers)
+#                    nbthread, retry-budget and bare-proxy --workers)
 #   DURATION=10s     each wrk run (wrk -t2 -c64)
-#   ROUNDS=2         interleaved rounds over the four targets
+#   ROUNDS=2         interleaved rounds over the targets
 #   RATE_RUNS=2      fixed-rate (500 requests/s, hey) rounds; 0: none
 #   PROXY_ARGS=...   more flags for retry-budget proxy
-#   NO_BUILD=1       use the existing target/release/retry-budget
+#   NO_BUILD=1       use the existing target/release/retry-budget and
+#                    target/release/bare-proxy
 #   NO_INSTALL=1     do not install the packages
 #
 # It installs wrk, nginx, HAProxy and hey with apt-get (through sudo when not
-# root), builds the release binary, starts everything on 127.0.0.1:18480-18485
+# root), builds the release binaries, starts everything on 127.0.0.1:18480-18486
 # under a temporary directory, and stops all it started on exit.
 set -euo pipefail
 
@@ -46,9 +48,10 @@ fi
 PATH=$PATH:/usr/sbin
 
 if [ -z "${NO_BUILD:-}" ]; then
-    (cd "$root" && cargo build --release -q -p retry-budget-cli)
+    (cd "$root" && cargo build --release -q -p retry-budget-cli -p bare-proxy)
 fi
 bin=$target/release/retry-budget
+bare=$target/release/bare-proxy
 
 dir=$(mktemp -d /tmp/proxy-throughput.XXXXXX)
 pids=()
@@ -65,6 +68,7 @@ HAPROXY=18482
 OURS=18483
 ADMIN=18484
 NGINX_LOGGED=18485
+BARE=18486
 
 mkdir -p "$dir/up/logs" "$dir/px/logs" "$dir/pxl/logs"
 # The upstream: one worker, as in the issue's and BENCHMARKS.md's runs.
@@ -147,8 +151,11 @@ if "$bin" proxy --help | grep -q -- --workers; then workers=(--workers "$WORKERS
     --listen "127.0.0.1:$OURS" --admin "127.0.0.1:$ADMIN" \
     "${workers[@]}" $PROXY_ARGS 2>"$dir/proxy.log" &
 pids+=($!)
+"$bare" --upstream "http://127.0.0.1:$UPSTREAM" --listen "127.0.0.1:$BARE" \
+    --workers "$WORKERS" 2>"$dir/bare.stderr" &
+pids+=($!)
 
-for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED; do
+for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED $BARE; do
     for _ in $(seq 100); do
         curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
         sleep 0.1
@@ -164,7 +171,7 @@ done
 # CPU time (user and system, clock ticks, threads and worker processes
 # included) read from /proc: what a request costs the target itself,
 # whatever else the machine runs.
-procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[4]}" "${pids[2]}")
+procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[5]}" "${pids[4]}" "${pids[2]}")
 hz=$(getconf CLK_TCK)
 cpu_ticks() {
     local all=("$1") kids
@@ -174,9 +181,15 @@ cpu_ticks() {
         awk '{u += $1; s += $2} END {print u + 0, s + 0}'
 }
 
-names=("nginx directly" "nginx proxy_pass" "HAProxy" "retry-budget proxy" "nginx proxy_pass, access log")
-ports=($UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED)
-declare -A best added_sum
+names=("nginx directly" "nginx proxy_pass" "HAProxy" "bare hyper proxy" "retry-budget proxy" "nginx proxy_pass, access log")
+ports=($UPSTREAM $NGINX $HAPROXY $BARE $OURS $NGINX_LOGGED)
+# Indices into names, ports and procs.
+I_NGINX=1 I_BARE=3 I_OURS=4 I_LOGGED=5
+# best: each target's best requests/s; rps_of: its requests/s this round;
+# cpu_sum: its CPU per request (us, user + system) summed over the rounds;
+# ratio_sum: ours / bare summed over the rounds.
+declare -A best rps_of cpu_sum added_sum
+ratio_sum=0
 
 echo "load before: $(uptime)"
 echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -193,7 +206,9 @@ for round in $(seq "$ROUNDS"); do
         cpu=$(awk -v b="$before" -v a="$after" -v n="$requests" -v hz="$hz" 'BEGIN {
             split(b, x, " "); split(a, y, " "); k = 1e6 / hz / n
             printf "%.1f + %.1f", (y[1] - x[1]) * k, (y[2] - x[2]) * k }')
+        cpu_sum[$i]=$(awk -v s="${cpu_sum[$i]:-0}" -v c="$cpu" 'BEGIN { split(c, x, " [+] "); print s + x[1] + x[2] }')
         rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+        rps_of[$i]=$rps
         p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
         p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
         non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
@@ -201,15 +216,23 @@ for round in $(seq "$ROUNDS"); do
         prev=${best[$i]:-0}
         if awk -v a="$rps" -v b="$prev" 'BEGIN { exit !(a > b) }'; then best[$i]=$rps; fi
     done
+    ratio_sum=$(awk -v s="$ratio_sum" -v a="${rps_of[$I_OURS]}" -v b="${rps_of[$I_BARE]}" 'BEGIN { print s + a / b }')
 done
 echo
-nginx_best=${best[1]}
-ours_best=${best[3]}
-echo "best of $ROUNDS: nginx proxy_pass $nginx_best, nginx proxy_pass with an access log ${best[4]}, HAProxy ${best[2]}, retry-budget proxy $ours_best, nginx directly ${best[0]}"
+nginx_best=${best[$I_NGINX]}
+ours_best=${best[$I_OURS]}
+bare_best=${best[$I_BARE]}
+echo "best of $ROUNDS: nginx proxy_pass $nginx_best, nginx proxy_pass with an access log ${best[$I_LOGGED]}, HAProxy ${best[2]}, bare hyper proxy $bare_best, retry-budget proxy $ours_best, nginx directly ${best[0]}"
 awk -v a="$ours_best" -v b="$nginx_best" \
     'BEGIN { printf "retry-budget proxy / nginx proxy_pass: %.2fx (target >= 0.80x)\n", a / b }'
-awk -v a="$ours_best" -v b="${best[4]}" \
+awk -v a="$ours_best" -v b="${best[$I_LOGGED]}" \
     'BEGIN { printf "retry-budget proxy / nginx proxy_pass writing an access log as the proxy does: %.2fx\n", a / b }'
+awk -v a="$bare_best" -v b="$nginx_best" \
+    'BEGIN { printf "bare hyper proxy / nginx proxy_pass: %.2fx\n", a / b }'
+awk -v a="$ours_best" -v b="$bare_best" -v r="$ratio_sum" -v n="$ROUNDS" \
+    'BEGIN { printf "retry-budget proxy / bare hyper proxy: %.2fx best of %d, %.2fx mean of the rounds (target >= 0.90x)\n", a / b, n, r / n }'
+awk -v a="${cpu_sum[$I_OURS]}" -v b="${cpu_sum[$I_BARE]}" -v n="$ROUNDS" \
+    'BEGIN { a /= n; b /= n; printf "CPU per request, mean of %d rounds: retry-budget proxy %.1f us, bare hyper proxy %.1f us: ours minus bare %+.1f us (target <= +3.0 us)\n", n, a, b, a - b }'
 
 if [ "$RATE_RUNS" -gt 0 ]; then
     echo
@@ -231,8 +254,8 @@ if [ "$RATE_RUNS" -gt 0 ]; then
             echo "| $round | ${names[$i]} | $rps | $p50 | $p99 | $added | $load |"
         done
     done
-    awk -v a="${added_sum[3]}" -v b="${added_sum[1]}" -v n="$RATE_RUNS" \
-        'BEGIN { a /= n; b /= n; printf "\nadded p99, mean of %d rounds: retry-budget proxy %+.2f ms, nginx proxy_pass %+.2f ms (target: at most nginx + 0.30 ms: %s)\n", n, a, b, (a <= b + 0.3 ? "met" : "not met") }'
+    awk -v a="${added_sum[$I_OURS]}" -v b="${added_sum[$I_NGINX]}" -v c="${added_sum[$I_BARE]}" -v n="$RATE_RUNS" \
+        'BEGIN { a /= n; b /= n; c /= n; printf "\nadded p99, mean of %d rounds: retry-budget proxy %+.2f ms, nginx proxy_pass %+.2f ms, bare hyper proxy %+.2f ms (targets: at most nginx + 0.30 ms: %s; at most bare + 0.30 ms: %s)\n", n, a, b, c, (a <= b + 0.3 ? "met" : "not met"), (a <= c + 0.3 ? "met" : "not met") }'
 fi
 echo
 echo "load after: $(uptime)"
