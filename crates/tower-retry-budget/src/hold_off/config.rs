@@ -1,27 +1,25 @@
-//! How a [`HoldOff`] is configured: its capacity and its maximum hold, each
+//! How a [`HoldOff`](super::HoldOff) is configured: its capacity and its maximum hold, each
 //! checked once, when it is built.
 
 use std::fmt;
 use std::time::Duration;
 
-use super::handle::HoldOff;
-
-/// The default capacity of a [`HoldOff`]: 1024 authorities.
+/// The default capacity of a [`HoldOff`](super::HoldOff): 1024 authorities.
 pub const DEFAULT_HOLD_OFF_CAPACITY: usize = 1024;
 
-/// The default maximum hold of a [`HoldOff`]: 10 minutes.
+/// The default maximum hold of a [`HoldOff`](super::HoldOff): 10 minutes.
 ///
 /// Like the `maxInterval` of a service mesh's rate-limited back-off: a
 /// server may ask for any `Retry-After`, but one answer never holds every
 /// later request to it for longer than this.
 pub const DEFAULT_MAX_HOLD: Duration = Duration::from_secs(600);
 
-/// The longest maximum hold a [`HoldOff`] accepts: one day. A hold longer
+/// The longest maximum hold a [`HoldOff`](super::HoldOff) accepts: one day. A hold longer
 /// than that is a server's mistake or an attack, not a plan; it also keeps
 /// every hold a whole number of milliseconds that any store can keep.
 pub const MAX_MAX_HOLD: Duration = Duration::from_secs(86_400);
 
-/// Why a [`HoldOff`] cannot be built.
+/// Why a [`HoldOff`](super::HoldOff) cannot be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum HoldOffError {
@@ -58,7 +56,7 @@ impl fmt::Display for HoldOffError {
 
 impl std::error::Error for HoldOffError {}
 
-/// Builds a [`HoldOff`]: `HoldOff::builder().capacity(..).max_hold(..).build()`.
+/// Builds a [`HoldOff`](super::HoldOff): `HoldOff::builder().capacity(..).max_hold(..).build()`.
 ///
 /// ```
 /// use std::time::Duration;
@@ -117,26 +115,6 @@ impl HoldOffBuilder {
         self.redis = Some(store);
         self
     }
-
-    /// The map (and, with a shared store, the store's task, started on the
-    /// current tokio runtime).
-    ///
-    /// # Errors
-    ///
-    /// [`HoldOffError::ZeroCapacity`], [`HoldOffError::MaxHoldOutOfRange`];
-    /// with a shared store, `HoldOffError::NoRuntime` outside a tokio
-    /// runtime.
-    pub fn build(self) -> Result<HoldOff, HoldOffError> {
-        self.check()?;
-        #[cfg(feature = "redis")]
-        if let Some(store) = self.redis.clone() {
-            let runtime =
-                tokio::runtime::Handle::try_current().map_err(|_| HoldOffError::NoRuntime)?;
-            return Ok(HoldOff::with_redis(self, store, &runtime));
-        }
-        Ok(HoldOff::from_config(self))
-    }
-
     pub(super) fn check(&self) -> Result<(), HoldOffError> {
         if self.capacity == 0 {
             return Err(HoldOffError::ZeroCapacity);

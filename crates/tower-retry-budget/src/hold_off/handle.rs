@@ -294,6 +294,29 @@ impl fmt::Debug for HoldOff {
     }
 }
 
+/// Built here, beside [`HoldOff`], so that the configuration's module
+/// does not import the handle's (no import cycle).
+impl HoldOffBuilder {
+    /// The map (and, with a shared store, the store's task, started on the
+    /// current tokio runtime).
+    ///
+    /// # Errors
+    ///
+    /// [`HoldOffError::ZeroCapacity`], [`HoldOffError::MaxHoldOutOfRange`];
+    /// with a shared store, `HoldOffError::NoRuntime` outside a tokio
+    /// runtime.
+    pub fn build(self) -> Result<HoldOff, HoldOffError> {
+        self.check()?;
+        #[cfg(feature = "redis")]
+        if let Some(store) = self.redis.clone() {
+            let runtime =
+                tokio::runtime::Handle::try_current().map_err(|_| HoldOffError::NoRuntime)?;
+            return Ok(HoldOff::with_redis(self, store, &runtime));
+        }
+        Ok(HoldOff::from_config(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,19 +4,8 @@ use std::time::Duration;
 
 use tower::Layer;
 
+use super::config::Config;
 use super::service::{MethodAndUri, SingleFlight};
-
-/// The default limit of the buffer a shared response body is read into:
-/// 1 MiB.
-pub const DEFAULT_BODY_LIMIT: usize = 1 << 20;
-
-/// The default cap on keys in flight at once: 10 000.
-///
-/// Each key in flight costs one map entry and one shared future; a request
-/// whose key is new while this many are in flight runs on its own (it is
-/// not shared, nothing else changes for it), so the map stays bounded
-/// whatever the traffic.
-pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
 /// Wraps a service in [`SingleFlight`]: identical in-flight safe requests
 /// share one upstream action. See the [module docs](super).
@@ -45,31 +34,9 @@ pub struct SingleFlightLayer<K = MethodAndUri> {
     config: Config,
 }
 
-/// How a [`SingleFlight`] shares (apart from its key).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Config {
-    pub(crate) body_limit: usize,
-    pub(crate) max_keys: usize,
-    pub(crate) body_timeout: Option<Duration>,
-}
-
-impl Config {
-    const DEFAULT: Self = Self {
-        body_limit: DEFAULT_BODY_LIMIT,
-        max_keys: DEFAULT_MAX_KEYS,
-        body_timeout: None,
-    };
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
-
 impl SingleFlightLayer {
     /// Coalesces requests with the same method and URI, buffering shared
-    /// bodies up to [`DEFAULT_BODY_LIMIT`], at most [`DEFAULT_MAX_KEYS`]
+    /// bodies up to [`DEFAULT_BODY_LIMIT`](super::DEFAULT_BODY_LIMIT), at most [`DEFAULT_MAX_KEYS`](super::DEFAULT_MAX_KEYS)
     /// keys in flight.
     pub const fn new() -> Self {
         Self {
@@ -106,7 +73,7 @@ impl<K> SingleFlightLayer<K> {
         self
     }
 
-    /// The most keys in flight at once (default [`DEFAULT_MAX_KEYS`]).
+    /// The most keys in flight at once (default [`DEFAULT_MAX_KEYS`](super::DEFAULT_MAX_KEYS)).
     /// Beyond it, a request with a new key runs on its own, not shared: it
     /// goes upstream and gets its response streamed, exactly as without
     /// this layer. Requests joining a key already in flight still join.

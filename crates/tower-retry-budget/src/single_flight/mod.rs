@@ -89,6 +89,7 @@
 //! ```
 
 mod body;
+mod config;
 mod error;
 mod flight;
 mod future;
@@ -96,7 +97,8 @@ mod layer;
 mod service;
 
 pub use body::Body;
+pub use config::{DEFAULT_BODY_LIMIT, DEFAULT_MAX_KEYS};
 pub use error::Error;
 pub use future::{ResponseFuture, Shared};
-pub use layer::{SingleFlightLayer, DEFAULT_BODY_LIMIT, DEFAULT_MAX_KEYS};
+pub use layer::SingleFlightLayer;
 pub use service::{FlightKey, MethodAndUri, SingleFlight};

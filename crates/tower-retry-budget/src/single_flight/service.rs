@@ -13,10 +13,10 @@ use tower::util::Oneshot;
 use tower::{BoxError, Service};
 
 use super::body::Body;
+use super::config::Config;
 use super::error::Error;
 use super::flight::{Joined, Registry};
 use super::future::{Collect, ResponseFuture};
-use super::layer::Config;
 
 /// What makes two requests "the same" for single flight.
 ///
