@@ -171,15 +171,15 @@ impl std::error::Error for AllowanceError {
 /// 2. When the pacer admits it and the upstream announced a window (a
 ///    limit's name, its remaining `R` and its end), the action calls
 ///    [`take`](RedisAllowance::take) once, before sending:
-///    * [`Take::Granted`]: send.
-///    * [`Take::Refused`]: the fleet has spent the window; the action hands
+///    * [`Take::Granted`] — send.
+///    * [`Take::Refused`] — the fleet has spent the window; the action hands
 ///      "remaining 0 until `window_left` from now" to its pacer (as a state
 ///      read from a response would be), which decides the wait (or, if the
 ///      first attempt's cap does not fit after it, the stop) as for any other
 ///      pacing wait.
-///    * [`Take::Ended`]: on Redis's clock the window is already over; there
+///    * [`Take::Ended`] — on Redis's clock the window is already over; there
 ///      is nothing to share, and the pacer's own answer stands: send.
-///    * `Err(`[`Unavailable`]`)`: Redis is down, refusing or slower than the
+///    * `Err(`[`Unavailable`]`)` — Redis is down, refusing or slower than the
 ///      store's bound ([`RedisStore::op_timeout`]); the process paces alone
 ///      (fail open): send, as the pacer allowed. Never a refusal.
 /// 3. Retries never take: they wait for what their own 429 asked.
@@ -203,7 +203,9 @@ impl std::error::Error for AllowanceError {
 /// `KEY` the caller's, such as `http://api.test:80 requests`: never a
 /// credential), with the fields `end` (Unix ms, on Redis's clock) and `left`.
 /// The script reads Redis's own clock (`TIME`), so whether a window is over
-/// is decided by one clock for the whole fleet:
+/// is decided by one clock for the whole fleet (a script that reads the
+/// clock and then writes needs Redis 5 or later; an older one answers with an
+/// error, which is [`Unavailable`]):
 ///
 /// * no live window (no key, or its `end` has passed): the announcement
 ///   starts one, `left` = the announced remaining;
