@@ -15,5 +15,8 @@ pub use config::{
 pub use handle::HoldOff;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-pub use redis::{RedisStore, RedisStoreError, DEFAULT_REDIS_OP_TIMEOUT};
+pub use redis::{
+    AllowanceError, RedisAllowance, RedisStore, RedisStoreError, Take, Unavailable,
+    ALLOWANCE_EXPIRY_MARGIN, DEFAULT_REDIS_OP_TIMEOUT,
+};
 pub use store::StoreHealth;
