@@ -261,7 +261,10 @@ async fn an_idle_http1_keep_alive_connection_is_closed() {
     assert_eq!(status_of(&text), 200);
     assert!(text.ends_with("ok"), "{text}");
     let idle = proxy
-        .metric("retry_budget_client_connections_closed_total{port=\"proxy\",reason=\"idle\"}")
+        .metric_reaching(
+            "retry_budget_client_connections_closed_total{port=\"proxy\",reason=\"idle\"}",
+            1.0,
+        )
         .await;
     assert_eq!(idle, 1.0);
 }
@@ -292,7 +295,10 @@ async fn an_idle_http2_connection_is_closed() {
     let ended = tokio::time::timeout(PATIENCE, connection).await;
     assert!(ended.is_ok(), "the idle HTTP/2 connection is still open");
     let idle = proxy
-        .metric("retry_budget_client_connections_closed_total{port=\"proxy\",reason=\"idle\"}")
+        .metric_reaching(
+            "retry_budget_client_connections_closed_total{port=\"proxy\",reason=\"idle\"}",
+            1.0,
+        )
         .await;
     assert_eq!(idle, 1.0);
 }

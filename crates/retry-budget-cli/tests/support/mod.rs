@@ -334,6 +334,20 @@ impl Proxy {
         metric(&self.metrics().await, series)
     }
 
+    /// The value of one metric line once it reaches `value`, or its last
+    /// value after [`PATIENCE`]: a counter the proxy bumps just after it
+    /// closes a connection may lag the client seeing the close.
+    pub async fn metric_reaching(&self, series: &str, value: f64) -> f64 {
+        let start = std::time::Instant::now();
+        loop {
+            let seen = self.metric(series).await;
+            if seen == value || start.elapsed() > PATIENCE {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn metrics(&self) -> String {
         let answer = send(get(&format!("http://{}/metrics", self.admin))).await;
         assert_eq!(answer.status, 200);
