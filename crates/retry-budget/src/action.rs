@@ -384,10 +384,15 @@ impl Action {
             .filter(|_| status == 429)
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
+        let attempt = self.attempts_started;
         if !retried {
+            // A used-up quota said on a status not retried (Bedrock's
+            // `400 ServiceQuotaExceededException`) still names the category.
+            if let Some(code) = quota.filter(|_| status >= 400) {
+                self.push(now, EventKind::QuotaExhausted { attempt, code });
+            }
             return self.stop(now, Outcome::of_final_status(status));
         }
-        let attempt = self.attempts_started;
         if let Some(code) = quota {
             self.push(now, EventKind::QuotaExhausted { attempt, code });
             return self.stop(now, Outcome::NotRetryable);

@@ -24,6 +24,7 @@ pub struct Signal {
     reset_headers: Option<ResetHeaders>,
     retry_after_ms: Option<RetryAfterMs>,
     should_retry: Option<ShouldRetry>,
+    quota: Option<&'static str>,
 }
 
 impl Signal {
@@ -37,7 +38,21 @@ impl Signal {
             reset_headers: None,
             retry_after_ms: None,
             should_retry: None,
+            quota: None,
         }
+    }
+
+    /// A header said the quota is used up (`code`, the service's name
+    /// for it; see [`ResetSignal::quota_header`]).
+    #[must_use]
+    pub const fn with_quota(mut self, code: &'static str) -> Self {
+        self.quota = Some(code);
+        self
+    }
+
+    /// The used-up quota a header named, if any.
+    pub const fn quota(&self) -> Option<&'static str> {
+        self.quota
     }
 
     /// The `retry-after-ms` values found in the response, for the core to
@@ -151,6 +166,8 @@ impl Signal {
         if self.status >= 400 {
             if let Some(quota) = body.and_then(Extensions::get::<QuotaExhausted>) {
                 answer = answer.quota(quota.code());
+            } else if let Some(code) = self.quota {
+                answer = answer.quota(code);
             }
         }
         answer
@@ -392,6 +409,9 @@ pub struct ResetSignal<S = HttpSignal> {
     max_interval: Option<Duration>,
     retry_after_ms: bool,
     should_retry: bool,
+    remaining: Vec<(HeaderName, HeaderName)>,
+    ms_headers: Vec<HeaderName>,
+    quota_header: Option<(HeaderName, Vec<&'static str>)>,
 }
 
 /// The IETF draft's `RateLimit` field.
@@ -426,7 +446,24 @@ pub struct Provider {
     /// Its reset headers, each with its format, in the order read
     /// ([`ResetSignal::header`]).
     pub resets: &'static [(&'static str, ResetFormat)],
+    /// For a reset header, the header saying how much of that limit
+    /// remains ([`ResetSignal::remaining`]): the reset counts only when
+    /// the limit is spent.
+    pub remaining: &'static [(&'static str, &'static str)],
+    /// Other headers read as `retry-after-ms` (Azure's
+    /// `x-ms-retry-after-ms`; [`ResetSignal::ms_header`]).
+    pub ms_headers: &'static [&'static str],
+    /// A header naming the error's type, and the types that mean a quota
+    /// used up (Bedrock's `x-amzn-ErrorType: ServiceQuotaExceededException`;
+    /// [`ResetSignal::quota_header`]).
+    pub quota_header: Option<(&'static str, &'static [&'static str])>,
 }
+
+/// OpenAI's (and Groq's) `remaining` headers, one per reset header.
+const OPENAI_REMAINING: &[(&str, &str)] = &[
+    (OPENAI_RESET_REQUESTS, "x-ratelimit-remaining-requests"),
+    (OPENAI_RESET_TOKENS, "x-ratelimit-remaining-tokens"),
+];
 
 /// OpenAI's API: see [`ResetSignal::openai`].
 pub const OPENAI: Provider = Provider {
@@ -437,6 +474,9 @@ pub const OPENAI: Provider = Provider {
         (OPENAI_RESET_REQUESTS, ResetFormat::Duration),
         (OPENAI_RESET_TOKENS, ResetFormat::Duration),
     ],
+    remaining: OPENAI_REMAINING,
+    ms_headers: &[],
+    quota_header: None,
 };
 
 /// Anthropic's API: see [`ResetSignal::anthropic`].
@@ -450,7 +490,107 @@ pub const ANTHROPIC: Provider = Provider {
         (ANTHROPIC_RESETS[2], ResetFormat::Rfc3339),
         (ANTHROPIC_RESETS[3], ResetFormat::Rfc3339),
     ],
+    remaining: &[
+        (ANTHROPIC_RESETS[0], "anthropic-ratelimit-requests-remaining"),
+        (ANTHROPIC_RESETS[1], "anthropic-ratelimit-tokens-remaining"),
+        (ANTHROPIC_RESETS[2], "anthropic-ratelimit-input-tokens-remaining"),
+        (ANTHROPIC_RESETS[3], "anthropic-ratelimit-output-tokens-remaining"),
+    ],
+    ms_headers: &[],
+    quota_header: None,
 };
+
+/// Azure OpenAI: `retry-after`, `retry-after-ms` and `x-ms-retry-after-ms`,
+/// the longest valid counting (an invalid value such as `-1` is recorded
+/// and ignored).
+pub const AZURE: Provider = Provider {
+    name: "azure",
+    retry_after_ms: true,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &["x-ms-retry-after-ms"],
+    quota_header: None,
+};
+
+/// Groq: as OpenAI's (a Stainless API: `retry-after-ms`, `x-should-retry`,
+/// `x-ratelimit-reset-requests|tokens` as Go durations). Its requests
+/// limit is per day and its tokens limit per minute: a reset counts only
+/// for the limit whose `x-ratelimit-remaining-*` is spent.
+pub const GROQ: Provider = Provider {
+    name: "groq",
+    ..OPENAI
+};
+
+/// Cohere: `retry-after-ms`, `Retry-After`, `X-RateLimit-Reset` (a Unix
+/// time), the longest valid counting.
+pub const COHERE: Provider = Provider {
+    name: "cohere",
+    retry_after_ms: true,
+    should_retry: false,
+    resets: &[("x-ratelimit-reset", ResetFormat::Unix)],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: None,
+};
+
+/// Mistral: `ratelimitbysize-reset` (delta seconds), counting only when
+/// `x-ratelimitbysize-remaining-minute` is spent (or not sent).
+pub const MISTRAL: Provider = Provider {
+    name: "mistral",
+    retry_after_ms: true,
+    should_retry: false,
+    resets: &[("ratelimitbysize-reset", ResetFormat::Seconds)],
+    remaining: &[(
+        "ratelimitbysize-reset",
+        "x-ratelimitbysize-remaining-minute",
+    )],
+    ms_headers: &[],
+    quota_header: None,
+};
+
+/// Amazon Bedrock: a throttle (`429`, `x-amzn-ErrorType:
+/// ThrottlingException`, no `Retry-After`) waits the local fallback;
+/// `ServiceQuotaExceededException` is a used-up quota (category `quota`).
+pub const BEDROCK: Provider = Provider {
+    name: "bedrock",
+    retry_after_ms: false,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: Some(("x-amzn-errortype", &["ServiceQuotaExceededException"])),
+};
+
+/// Every provider table, by name.
+pub const PROVIDERS: [&Provider; 7] = [
+    &OPENAI, &ANTHROPIC, &AZURE, &GROQ, &COHERE, &MISTRAL, &BEDROCK,
+];
+
+impl Provider {
+    /// The table named `name` (`openai`, `azure`...), if there is one.
+    pub fn named(name: &str) -> Option<&'static Self> {
+        PROVIDERS.into_iter().find(|p| p.name == name)
+    }
+
+    /// The table for an upstream host (`api.openai.com`,
+    /// `*.openai.azure.com`, `bedrock-runtime.*.amazonaws.com`...): what
+    /// `--preset auto` chooses; an unknown host gets none.
+    pub fn for_host(host: &str) -> Option<&'static Self> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let provider = match host.as_str() {
+            "api.openai.com" => &OPENAI,
+            "api.anthropic.com" => &ANTHROPIC,
+            "api.groq.com" => &GROQ,
+            "api.mistral.ai" => &MISTRAL,
+            "api.cohere.com" | "api.cohere.ai" => &COHERE,
+            h if h.ends_with(".openai.azure.com") => &AZURE,
+            h if h.starts_with("bedrock-runtime.") && h.ends_with(".amazonaws.com") => &BEDROCK,
+            _ => return None,
+        };
+        Some(provider)
+    }
+}
 
 impl ResetSignal {
     /// Reads nothing more than [`HttpSignal`] until told which headers.
@@ -507,6 +647,31 @@ impl ResetSignal {
     pub fn anthropic() -> Self {
         Self::new().with_anthropic()
     }
+
+    /// What Azure OpenAI sends: see [`AZURE`].
+    pub fn azure() -> Self {
+        Self::new().with_provider(&AZURE)
+    }
+
+    /// What Groq sends: see [`GROQ`].
+    pub fn groq() -> Self {
+        Self::new().with_provider(&GROQ)
+    }
+
+    /// What Cohere sends: see [`COHERE`].
+    pub fn cohere() -> Self {
+        Self::new().with_provider(&COHERE)
+    }
+
+    /// What Mistral sends: see [`MISTRAL`].
+    pub fn mistral() -> Self {
+        Self::new().with_provider(&MISTRAL)
+    }
+
+    /// What Amazon Bedrock sends: see [`BEDROCK`].
+    pub fn bedrock() -> Self {
+        Self::new().with_provider(&BEDROCK)
+    }
 }
 
 impl<S> ResetSignal<S> {
@@ -519,7 +684,38 @@ impl<S> ResetSignal<S> {
             max_interval: None,
             retry_after_ms: false,
             should_retry: false,
+            remaining: Vec::new(),
+            ms_headers: Vec::new(),
+            quota_header: None,
         }
+    }
+
+    /// Reads `remaining` as how much is left of the limit whose reset
+    /// header is `reset`: that reset counts only when the limit is spent
+    /// (`0`; `-1`, malformed or absent are not known to have room). See
+    /// [`ResetHeaders::push_limit`]. Repeatable.
+    #[must_use]
+    pub fn remaining(mut self, reset: HeaderName, remaining: HeaderName) -> Self {
+        self.remaining.push((reset, remaining));
+        self
+    }
+
+    /// Reads `name` as one more `retry-after-ms` (Azure's
+    /// `x-ms-retry-after-ms`): counted with `Retry-After`, the longest
+    /// valid wait counting. Repeatable.
+    #[must_use]
+    pub fn ms_header(mut self, name: HeaderName) -> Self {
+        self.ms_headers.push(name);
+        self
+    }
+
+    /// Reads `name` as the error's type: a value (before any `:`) among
+    /// `quota` is a used-up quota, told to the core as
+    /// [`Answer::quota`](retry_budget::Answer::quota).
+    #[must_use]
+    pub fn quota_header(mut self, name: HeaderName, quota: &[&'static str]) -> Self {
+        self.quota_header = Some((name, quota.to_vec()));
+        self
     }
 
     /// Reads `retry-after-ms` (milliseconds, fractions allowed), which the
@@ -574,6 +770,18 @@ impl<S> ResetSignal<S> {
         if provider.should_retry {
             self = self.should_retry();
         }
+        for &(reset, remaining) in provider.remaining {
+            self = self.remaining(
+                HeaderName::from_static(reset),
+                HeaderName::from_static(remaining),
+            );
+        }
+        for &name in provider.ms_headers {
+            self = self.ms_header(HeaderName::from_static(name));
+        }
+        if let Some((name, quota)) = provider.quota_header {
+            self = self.quota_header(HeaderName::from_static(name), quota);
+        }
         provider
             .resets
             .iter()
@@ -602,6 +810,8 @@ impl<S> ResetSignal<S> {
             || !self.headers.is_empty()
             || self.retry_after_ms
             || self.should_retry
+            || !self.ms_headers.is_empty()
+            || self.quota_header.is_some()
     }
 }
 
@@ -611,10 +821,24 @@ impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
         if signal.status() < 400 || !self.reads_any() {
             return signal;
         }
-        if self.retry_after_ms && headers.contains_key(RETRY_AFTER_MS) {
-            let values = headers.get_all(RETRY_AFTER_MS).iter();
+        let ms_names = self
+            .retry_after_ms
+            .then_some(RETRY_AFTER_MS)
+            .into_iter()
+            .chain(self.ms_headers.iter().map(HeaderName::as_str));
+        if ms_names.clone().any(|name| headers.contains_key(name)) {
+            let values = ms_names.flat_map(|name| headers.get_all(name).iter());
             signal = signal
                 .with_retry_after_ms(RetryAfterMs::from_values(values.map(HeaderValue::as_bytes)));
+        }
+        if let Some((name, quota)) = &self.quota_header {
+            let said = headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.split(':').next().unwrap_or("").trim());
+            if let Some(code) = said.and_then(|said| quota.iter().find(|q| **q == said)) {
+                signal = signal.with_quota(*code);
+            }
         }
         if self.should_retry {
             let values = headers.get_all(X_SHOULD_RETRY).iter();
@@ -625,9 +849,15 @@ impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
             }
         }
         let mut found = ResetHeaders::new(self.max_interval);
+        let remaining = &self.remaining;
         let mut take = |name: &str, format: ResetFormat| {
+            let left = remaining
+                .iter()
+                .find(|(reset, _)| reset.as_str() == name)
+                .and_then(|(_, left)| headers.get(left))
+                .map(HeaderValue::as_bytes);
             for value in headers.get_all(name) {
-                found.push(name, format, value.as_bytes());
+                found.push_limit(name, format, value.as_bytes(), left);
             }
         };
         if self.ratelimit_fields {
