@@ -491,10 +491,19 @@ pub const ANTHROPIC: Provider = Provider {
         (ANTHROPIC_RESETS[3], ResetFormat::Rfc3339),
     ],
     remaining: &[
-        (ANTHROPIC_RESETS[0], "anthropic-ratelimit-requests-remaining"),
+        (
+            ANTHROPIC_RESETS[0],
+            "anthropic-ratelimit-requests-remaining",
+        ),
         (ANTHROPIC_RESETS[1], "anthropic-ratelimit-tokens-remaining"),
-        (ANTHROPIC_RESETS[2], "anthropic-ratelimit-input-tokens-remaining"),
-        (ANTHROPIC_RESETS[3], "anthropic-ratelimit-output-tokens-remaining"),
+        (
+            ANTHROPIC_RESETS[2],
+            "anthropic-ratelimit-input-tokens-remaining",
+        ),
+        (
+            ANTHROPIC_RESETS[3],
+            "anthropic-ratelimit-output-tokens-remaining",
+        ),
     ],
     ms_headers: &[],
     quota_header: None,
