@@ -12,7 +12,7 @@ use retry_budget::{
     Answer,
 };
 
-use crate::quota::QuotaExhausted;
+use crate::quota::{BodyRetryDelay, QuotaExhausted, RateLimited};
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +139,18 @@ impl Signal {
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
     ) -> Answer<'_> {
+        // A delay a layer below found in the body: one more reset value.
+        if let Some(delay) = body.and_then(Extensions::get::<BodyRetryDelay>) {
+            if self.status >= 400 {
+                self.reset_headers
+                    .get_or_insert_with(|| ResetHeaders::new(None))
+                    .push(
+                        BodyRetryDelay::NAME,
+                        ResetFormat::Duration,
+                        delay.raw().as_bytes(),
+                    );
+            }
+        }
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
         let needs_calendar = self.retry_after.needs_calendar()
@@ -168,6 +180,9 @@ impl Signal {
                 answer = answer.quota(quota.code());
             } else if let Some(code) = self.quota {
                 answer = answer.quota(code);
+            }
+            if let Some(limit) = body.and_then(Extensions::get::<RateLimited>) {
+                answer = answer.rate_limited(limit.kind());
             }
         }
         answer
