@@ -472,6 +472,47 @@ pub struct Provider {
     /// used up (Bedrock's `x-amzn-ErrorType: ServiceQuotaExceededException`;
     /// [`ResetSignal::quota_header`]).
     pub quota_header: Option<(&'static str, &'static [&'static str])>,
+    /// What its JSON error body says, read by `QuotaLayer::for_provider`
+    /// (feature `quota`) below the retry layer.
+    pub body: ProviderBody,
+}
+
+/// What a provider's JSON error body says, as data (read by
+/// `QuotaLayer::for_provider`, feature `quota`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderBody {
+    /// The statuses whose body is read.
+    pub statuses: &'static [u16],
+    /// `error.code` / `error.type` values meaning a quota used up
+    /// (OpenAI's `insufficient_quota`).
+    pub quota_codes: &'static [&'static str],
+    /// Parts of a `google.rpc.QuotaFailure` `quotaId` meaning a quota
+    /// used up (Gemini's `PerDay`).
+    pub quota_ids: &'static [&'static str],
+    /// `google.rpc.RetryInfo` `retryDelay` is the server's delay.
+    pub retry_info: bool,
+    /// `error.metadata.error_type` values meaning a transient rate limit
+    /// (OpenRouter's `in_flight_budget_exhausted`, on a `402`).
+    pub rate_limited: &'static [&'static str],
+}
+
+impl ProviderBody {
+    /// Nothing read from the body.
+    pub const NONE: Self = Self {
+        statuses: &[429],
+        quota_codes: &[],
+        quota_ids: &[],
+        retry_info: false,
+        rate_limited: &[],
+    };
+
+    /// Whether anything is read from the body.
+    pub const fn reads_any(&self) -> bool {
+        !self.quota_codes.is_empty()
+            || !self.quota_ids.is_empty()
+            || self.retry_info
+            || !self.rate_limited.is_empty()
+    }
 }
 
 /// OpenAI's (and Groq's) `remaining` headers, one per reset header.
@@ -492,6 +533,10 @@ pub const OPENAI: Provider = Provider {
     remaining: OPENAI_REMAINING,
     ms_headers: &[],
     quota_header: None,
+    body: ProviderBody {
+        quota_codes: &["insufficient_quota"],
+        ..ProviderBody::NONE
+    },
 };
 
 /// Anthropic's API: see [`ResetSignal::anthropic`].
@@ -522,6 +567,7 @@ pub const ANTHROPIC: Provider = Provider {
     ],
     ms_headers: &[],
     quota_header: None,
+    body: ProviderBody::NONE,
 };
 
 /// Azure OpenAI: `retry-after`, `retry-after-ms` and `x-ms-retry-after-ms`,
@@ -535,6 +581,7 @@ pub const AZURE: Provider = Provider {
     remaining: &[],
     ms_headers: &["x-ms-retry-after-ms"],
     quota_header: None,
+    body: ProviderBody::NONE,
 };
 
 /// Groq: as OpenAI's (a Stainless API: `retry-after-ms`, `x-should-retry`,
@@ -556,6 +603,7 @@ pub const COHERE: Provider = Provider {
     remaining: &[],
     ms_headers: &[],
     quota_header: None,
+    body: ProviderBody::NONE,
 };
 
 /// Mistral: `ratelimitbysize-reset` (delta seconds), counting only when
@@ -571,6 +619,7 @@ pub const MISTRAL: Provider = Provider {
     )],
     ms_headers: &[],
     quota_header: None,
+    body: ProviderBody::NONE,
 };
 
 /// Amazon Bedrock: a throttle (`429`, `x-amzn-ErrorType:
@@ -584,11 +633,57 @@ pub const BEDROCK: Provider = Provider {
     remaining: &[],
     ms_headers: &[],
     quota_header: Some(("x-amzn-errortype", &["ServiceQuotaExceededException"])),
+    body: ProviderBody::NONE,
+};
+
+/// The Gemini API and Vertex AI: no header besides `Retry-After`; the
+/// `RESOURCE_EXHAUSTED` body's `google.rpc.RetryInfo` `retryDelay` is the
+/// server's delay, and a `google.rpc.QuotaFailure` violation whose
+/// `quotaId` names a per-day quota (`PerDay`) is a quota used up.
+pub const GEMINI: Provider = Provider {
+    name: "gemini",
+    retry_after_ms: false,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody {
+        quota_ids: &["PerDay"],
+        retry_info: true,
+        ..ProviderBody::NONE
+    },
+};
+
+/// OpenRouter: `Retry-After`; a `402` whose `error.metadata.error_type` is
+/// `in_flight_budget_exhausted`, with a delay, is retried as a `429`
+/// (any other `402` is not).
+pub const OPENROUTER: Provider = Provider {
+    name: "openrouter",
+    retry_after_ms: false,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody {
+        statuses: &[429, 402],
+        rate_limited: &["in_flight_budget_exhausted"],
+        ..ProviderBody::NONE
+    },
 };
 
 /// Every provider table, by name.
-pub const PROVIDERS: [&Provider; 7] = [
-    &OPENAI, &ANTHROPIC, &AZURE, &GROQ, &COHERE, &MISTRAL, &BEDROCK,
+pub const PROVIDERS: [&Provider; 9] = [
+    &OPENAI,
+    &ANTHROPIC,
+    &GEMINI,
+    &AZURE,
+    &GROQ,
+    &MISTRAL,
+    &COHERE,
+    &OPENROUTER,
+    &BEDROCK,
 ];
 
 impl Provider {
@@ -608,6 +703,9 @@ impl Provider {
             "api.groq.com" => &GROQ,
             "api.mistral.ai" => &MISTRAL,
             "api.cohere.com" | "api.cohere.ai" => &COHERE,
+            "openrouter.ai" => &OPENROUTER,
+            "generativelanguage.googleapis.com" | "aiplatform.googleapis.com" => &GEMINI,
+            h if h.ends_with("-aiplatform.googleapis.com") => &GEMINI,
             h if h.ends_with(".openai.azure.com") => &AZURE,
             h if h.starts_with("bedrock-runtime.") && h.ends_with(".amazonaws.com") => &BEDROCK,
             _ => return None,
@@ -695,6 +793,19 @@ impl ResetSignal {
     /// What Amazon Bedrock sends: see [`BEDROCK`].
     pub fn bedrock() -> Self {
         Self::new().with_provider(&BEDROCK)
+    }
+
+    /// What the Gemini API sends in its headers (nothing besides
+    /// `Retry-After`): see [`GEMINI`]; its body is read by
+    /// `QuotaLayer::gemini`.
+    pub fn gemini() -> Self {
+        Self::new().with_provider(&GEMINI)
+    }
+
+    /// What OpenRouter sends in its headers (`Retry-After`): see
+    /// [`OPENROUTER`]; its body is read by `QuotaLayer::openrouter`.
+    pub fn openrouter() -> Self {
+        Self::new().with_provider(&OPENROUTER)
     }
 }
 

@@ -138,7 +138,11 @@ pub fn run(args: Args) -> ExitCode {
         trusted_clock: !args.budget.untrusted_clock,
         json: args.json,
         verbose: args.verbose,
-        signals: args.budget.signals,
+        // `--preset auto` chooses from the URL's host.
+        signals: args
+            .budget
+            .signals
+            .for_host(target.uri.host().unwrap_or(""), false),
     };
     let runtime = match runtime() {
         Ok(runtime) => runtime,

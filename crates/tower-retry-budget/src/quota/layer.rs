@@ -12,6 +12,7 @@ use tower::{Layer, Service};
 
 use super::{QuotaBody, QuotaFuture};
 use crate::request;
+use crate::response_signal::Provider;
 use crate::AttemptDeadline;
 
 /// The most of a body [`QuotaLayer`] reads by default: 16 KiB (an API's
@@ -124,9 +125,10 @@ impl QuotaLayer {
         }
     }
 
-    /// OpenAI's: `insufficient_quota`, on a `429`.
+    /// OpenAI's: `insufficient_quota`, on a `429`
+    /// ([`OPENAI`](crate::response_signal::OPENAI)).
     pub fn openai() -> Self {
-        Self::new(["insufficient_quota"])
+        Self::for_provider(&crate::response_signal::OPENAI)
     }
 
     /// Gemini's (and Vertex AI's) `RESOURCE_EXHAUSTED` `429`: its
@@ -135,21 +137,36 @@ impl QuotaLayer {
     /// violation whose `quotaId` names a per-day quota (`PerDay`) is a
     /// quota used up ([`quota_ids`](Self::quota_ids)).
     pub fn gemini() -> Self {
-        Self::new(std::iter::empty::<&str>())
-            .quota_ids(["PerDay"])
-            .retry_info()
+        Self::for_provider(&crate::response_signal::GEMINI)
     }
 
     /// OpenRouter's: a `402` whose `error.metadata.error_type` is
     /// `in_flight_budget_exhausted` is a transient rate limit
     /// ([`rate_limited`](Self::rate_limited)); any other `402` is not.
     pub fn openrouter() -> Self {
-        let statuses = StatusSet::TOO_MANY_REQUESTS
-            .with(402)
-            .unwrap_or(StatusSet::TOO_MANY_REQUESTS);
-        Self::new(std::iter::empty::<&str>())
-            .rate_limited(["in_flight_budget_exhausted"])
+        Self::for_provider(&crate::response_signal::OPENROUTER)
+    }
+
+    /// Reads what `provider`'s body says ([`Provider::body`]); a provider
+    /// with nothing in its body gives a layer that reads nothing.
+    pub fn for_provider(provider: &Provider) -> Self {
+        let body = &provider.body;
+        let statuses = body.statuses.iter().fold(StatusSet::EMPTY, |set, &status| {
+            set.with(status).unwrap_or(set)
+        });
+        Self::new(body.quota_codes.iter().copied())
+            .quota_ids(body.quota_ids.iter().copied())
+            .rate_limited(body.rate_limited.iter().copied())
             .statuses(statuses)
+            .retry_info_if(body.retry_info)
+    }
+
+    fn retry_info_if(self, on: bool) -> Self {
+        if on {
+            self.retry_info()
+        } else {
+            self
+        }
     }
 
     /// Also reads `error.details[].violations[].quotaId` (Google's
