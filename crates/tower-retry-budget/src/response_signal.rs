@@ -494,6 +494,10 @@ pub struct ProviderBody {
     /// `error.metadata.error_type` values meaning a transient rate limit
     /// (OpenRouter's `in_flight_budget_exhausted`, on a `402`).
     pub rate_limited: &'static [&'static str],
+    /// Text in the body's `message` (top level or in `error`) meaning a
+    /// quota used up, for an API that sends no code (Cohere's trial key:
+    /// `API calls / month`).
+    pub quota_messages: &'static [&'static str],
 }
 
 impl ProviderBody {
@@ -504,6 +508,7 @@ impl ProviderBody {
         quota_ids: &[],
         retry_info: false,
         rate_limited: &[],
+        quota_messages: &[],
     };
 
     /// Whether anything is read from the body.
@@ -512,6 +517,7 @@ impl ProviderBody {
             || !self.quota_ids.is_empty()
             || self.retry_info
             || !self.rate_limited.is_empty()
+            || !self.quota_messages.is_empty()
     }
 }
 
@@ -594,7 +600,9 @@ pub const GROQ: Provider = Provider {
 };
 
 /// Cohere: `retry-after-ms`, `Retry-After`, `X-RateLimit-Reset` (a Unix
-/// time), the longest valid counting.
+/// time), the longest valid counting; a `429` whose `message` says a
+/// trial key's monthly calls (`API calls / month`) are spent is a quota
+/// used up (Cohere sends no code for it).
 pub const COHERE: Provider = Provider {
     name: "cohere",
     retry_after_ms: true,
@@ -603,7 +611,10 @@ pub const COHERE: Provider = Provider {
     remaining: &[],
     ms_headers: &[],
     quota_header: None,
-    body: ProviderBody::NONE,
+    body: ProviderBody {
+        quota_messages: &["API calls / month"],
+        ..ProviderBody::NONE
+    },
 };
 
 /// Mistral: `ratelimitbysize-reset` (delta seconds), counting only when

@@ -223,3 +223,20 @@ async fn malformed_bodies_change_nothing() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cohere_trial_keys_monthly_limit_is_a_quota_its_minute_limit_is_not() {
+    const MONTH: &str = r#"{"message":"You are using a Trial key, which is limited to 1000 API calls / month. You can continue to use the Trial key for free."}"#;
+    const MINUTE: &str =
+        r#"{"message":"You are using a Trial key, which is limited to 40 API calls / minute."}"#;
+    let cohere = || QuotaLayer::for_provider(&tower_retry_budget::response_signal::COHERE);
+    let (report, took, calls, got) = run(cohere(), 429, MONTH, &[]).await;
+    assert_eq!(
+        (report.outcome, took, calls),
+        (Outcome::NotRetryable, S(0), 1)
+    );
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert_eq!(got, MONTH.as_bytes());
+    let (report, took, calls, _) = run(cohere(), 429, MINUTE, &[("retry-after", "1")]).await;
+    assert_eq!((report.outcome, took, calls), (Outcome::Success, S(1), 2));
+}

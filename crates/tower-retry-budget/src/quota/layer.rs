@@ -100,6 +100,7 @@ pub(super) struct QuotaConfig {
     pub(super) quota_ids: Vec<Box<str>>,
     pub(super) retry_info: bool,
     pub(super) rate_limited: Vec<Box<str>>,
+    pub(super) quota_messages: Vec<Box<str>>,
     pub(super) statuses: StatusSet,
     pub(super) max_body: usize,
     pub(super) read_timeout: Duration,
@@ -118,6 +119,7 @@ impl QuotaLayer {
                 quota_ids: Vec::new(),
                 retry_info: false,
                 rate_limited: Vec::new(),
+                quota_messages: Vec::new(),
                 statuses: StatusSet::TOO_MANY_REQUESTS,
                 max_body: DEFAULT_QUOTA_MAX_BODY,
                 read_timeout: DEFAULT_QUOTA_READ_TIMEOUT,
@@ -157,6 +159,7 @@ impl QuotaLayer {
         Self::new(body.quota_codes.iter().copied())
             .quota_ids(body.quota_ids.iter().copied())
             .rate_limited(body.rate_limited.iter().copied())
+            .quota_messages(body.quota_messages.iter().copied())
             .statuses(statuses)
             .retry_info_if(body.retry_info)
     }
@@ -208,11 +211,31 @@ impl QuotaLayer {
         self
     }
 
+    /// Also reads the body's `message` (top level or in `error`): one
+    /// containing any of `parts` is a quota used up, the part the code
+    /// told (for an API that sends no code).
+    #[must_use]
+    pub fn quota_messages<I>(mut self, parts: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<Box<str>>,
+    {
+        let config = Arc::make_mut(&mut self.config);
+        config
+            .quota_messages
+            .extend(parts.into_iter().map(Into::into));
+        self
+    }
+
     /// Whether any body rule is set (without one, every response passes
     /// untouched, no byte read).
     pub fn reads_any(&self) -> bool {
         let c = &self.config;
-        !c.codes.is_empty() || !c.quota_ids.is_empty() || c.retry_info || !c.rate_limited.is_empty()
+        !c.codes.is_empty()
+            || !c.quota_ids.is_empty()
+            || c.retry_info
+            || !c.rate_limited.is_empty()
+            || !c.quota_messages.is_empty()
     }
 
     /// Reads these statuses' bodies (default: `429` only). Give the
@@ -297,7 +320,8 @@ where
         let reads_nothing = config.codes.is_empty()
             && config.quota_ids.is_empty()
             && !config.retry_info
-            && config.rate_limited.is_empty();
+            && config.rate_limited.is_empty()
+            && config.quota_messages.is_empty();
         if !request::is_budgeted(&request) || reads_nothing {
             return QuotaFuture::passthrough(self.inner.call(request));
         }
@@ -351,8 +375,26 @@ pub(super) fn read_body(config: &QuotaConfig, body: &[u8]) -> BodySays {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return BodySays::default();
     };
-    let Some(error) = value.get("error") else {
-        return BodySays::default();
+    // A message naming a spent quota (an API with no code for it).
+    let message_quota = [
+        value.get("message"),
+        value.get("error").and_then(|e| e.get("message")),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(serde_json::Value::as_str)
+    .find_map(|text| {
+        config
+            .quota_messages
+            .iter()
+            .find(|part| text.contains(&***part))
+    })
+    .cloned();
+    let Some(error) = value.get("error").filter(|e| e.is_object()) else {
+        return BodySays {
+            quota: message_quota,
+            ..BodySays::default()
+        };
     };
     let details = || {
         error
@@ -367,15 +409,18 @@ pub(super) fn read_body(config: &QuotaConfig, body: &[u8]) -> BodySays {
             .and_then(serde_json::Value::as_str)
             .is_some_and(|t| t.strip_prefix("type.googleapis.com/") == Some(name))
     };
-    let quota = code_in(config, error).map(Into::into).or_else(|| {
-        details()
-            .filter(|d| type_is(d, "google.rpc.QuotaFailure"))
-            .filter_map(|d| d.get("violations")?.as_array())
-            .flatten()
-            .filter_map(|v| v.get("quotaId")?.as_str())
-            .find(|id| config.quota_ids.iter().any(|part| id.contains(&**part)))
-            .map(Into::into)
-    });
+    let quota = code_in(config, error)
+        .map(Into::into)
+        .or_else(|| {
+            details()
+                .filter(|d| type_is(d, "google.rpc.QuotaFailure"))
+                .filter_map(|d| d.get("violations")?.as_array())
+                .flatten()
+                .filter_map(|v| v.get("quotaId")?.as_str())
+                .find(|id| config.quota_ids.iter().any(|part| id.contains(&**part)))
+                .map(Into::into)
+        })
+        .or(message_quota);
     let retry_delay = config
         .retry_info
         .then(|| {
