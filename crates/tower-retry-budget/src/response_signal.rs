@@ -983,7 +983,7 @@ impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
                 .and_then(|v| v.to_str().ok())
                 .map(|v| v.split(':').next().unwrap_or("").trim());
             if let Some(code) = said.and_then(|said| quota.iter().find(|q| **q == said)) {
-                signal = signal.with_quota(*code);
+                signal = signal.with_quota(code);
             }
         }
         if self.should_retry {
