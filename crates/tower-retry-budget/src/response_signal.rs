@@ -1093,11 +1093,27 @@ mod tests {
             .header(
                 HeaderName::from_static(OPENAI_RESET_TOKENS),
                 ResetFormat::Duration,
+            )
+            .remaining(
+                HeaderName::from_static(OPENAI_RESET_REQUESTS),
+                HeaderName::from_static("x-ratelimit-remaining-requests"),
+            )
+            .remaining(
+                HeaderName::from_static(OPENAI_RESET_TOKENS),
+                HeaderName::from_static("x-ratelimit-remaining-tokens"),
             );
         assert_eq!(ResetSignal::openai(), by_hand);
         let by_hand = ANTHROPIC_RESETS.iter().fold(
             ResetSignal::new().retry_after_ms().should_retry(),
-            |signal, name| signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339),
+            |signal, name| {
+                let remaining = name.replace("-reset", "-remaining");
+                signal
+                    .header(HeaderName::from_static(name), ResetFormat::Rfc3339)
+                    .remaining(
+                        HeaderName::from_static(name),
+                        HeaderName::from_bytes(remaining.as_bytes()).unwrap(),
+                    )
+            },
         );
         assert_eq!(ResetSignal::anthropic(), by_hand);
         assert_ne!(ResetSignal::openai(), ResetSignal::anthropic());
