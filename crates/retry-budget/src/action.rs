@@ -329,6 +329,7 @@ impl Action {
             retry_after_ms,
             should_retry,
             quota,
+            rate_limited,
         } = answer;
         let now = self.observe(now);
         if !matches!(self.phase, Phase::InFlight { .. }) {
@@ -343,6 +344,26 @@ impl Action {
                 },
             );
         }
+        // A service's own rate limit under another status, with a delay:
+        // retried as the 429 it stands for, the trail saying so.
+        let status = match rate_limited {
+            Some(kind)
+                if status != 429
+                    && self.policy.retries(429)
+                    && (!matches!(retry_after, RetryAfter::Missing)
+                        || retry_after_ms.is_some()) =>
+            {
+                self.push(
+                    now,
+                    EventKind::Translated {
+                        attempt: self.attempts_started,
+                        from: format!("{status} {kind}, a rate limit: retried as 429"),
+                    },
+                );
+                429
+            }
+            _ => status,
+        };
         self.last_status = Some(status);
         let retried = self.policy.retries(status);
         self.events.response(
@@ -384,10 +405,15 @@ impl Action {
             .filter(|_| status == 429)
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
+        let attempt = self.attempts_started;
         if !retried {
+            // A used-up quota said on a status not retried (Bedrock's
+            // `400 ServiceQuotaExceededException`) still names the category.
+            if let Some(code) = quota.filter(|_| status >= 400) {
+                self.push(now, EventKind::QuotaExhausted { attempt, code });
+            }
             return self.stop(now, Outcome::of_final_status(status));
         }
-        let attempt = self.attempts_started;
         if let Some(code) = quota {
             self.push(now, EventKind::QuotaExhausted { attempt, code });
             return self.stop(now, Outcome::NotRetryable);

@@ -58,6 +58,7 @@ pub struct Answer<'a> {
     pub(crate) retry_after_ms: Option<RetryAfterMs>,
     pub(crate) should_retry: Option<ShouldRetry>,
     pub(crate) quota: Option<Box<str>>,
+    pub(crate) rate_limited: Option<Box<str>>,
 }
 
 impl<'a> Answer<'a> {
@@ -77,7 +78,38 @@ impl<'a> Answer<'a> {
             retry_after_ms: None,
             should_retry: None,
             quota: None,
+            rate_limited: None,
         }
+    }
+
+    /// The response says it is a transient rate limit of the service's
+    /// own kind (`kind`: OpenRouter's `402` `in_flight_budget_exhausted`).
+    /// When the policy retries `429` and the response carries a delay
+    /// (`Retry-After` or `retry-after-ms`), the core retries it as a `429`
+    /// (its category `rate_limit`), the trail saying so; without a delay
+    /// it is the status it is.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::{Action, Answer, Decision, Outcome, Policy};
+    ///
+    /// let one = RetryAfter::parse("1");
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let answer = Answer::new(402, &one).rate_limited("in_flight_budget_exhausted");
+    /// assert_eq!(action.respond(Duration::ZERO, answer), Decision::WaitUntil(Duration::from_secs(1)));
+    ///
+    /// let missing = RetryAfter::Missing;
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let answer = Answer::new(402, &missing).rate_limited("in_flight_budget_exhausted");
+    /// assert_eq!(action.respond(Duration::ZERO, answer), Decision::Stop(Outcome::NotRetryable));
+    /// ```
+    #[inline]
+    pub fn rate_limited(mut self, kind: impl Into<Box<str>>) -> Self {
+        self.rate_limited = Some(kind.into());
+        self
     }
 
     /// The response's `retry-after-ms` values (see [`RetryAfterMs`]):

@@ -186,6 +186,34 @@ mod tests {
     }
 
     #[test]
+    fn only_a_spent_limit_gives_its_reset() {
+        // Groq's tokens-per-minute 429: the requests-per-day reset is far
+        // off but requests remain; the tokens limit is spent.
+        let mut resets = ResetHeaders::new(None);
+        resets.push_limit(
+            "x-ratelimit-reset-requests",
+            ResetFormat::Duration,
+            b"2m59.56s",
+            Some(b"14370"),
+        );
+        resets.push_limit(
+            "x-ratelimit-reset-tokens",
+            ResetFormat::Duration,
+            b"7.66s",
+            Some(b"0"),
+        );
+        let asked = choose(&RetryAfter::parse("2"), None, Some(&resets), None);
+        assert_eq!(
+            asked.asked,
+            ServerAsked::Wait {
+                requested: Duration::from_millis(7660),
+                from: DelaySource::ResetHeader
+            }
+        );
+        assert_eq!(asked.reset_used, Some(1));
+    }
+
+    #[test]
     fn an_unmeasurable_date_stays_unmeasurable() {
         let date = RetryAfter::parse("Monday, 01-Jan-24 12:00:06 GMT");
         let ms = RetryAfterMs::parse("5000");

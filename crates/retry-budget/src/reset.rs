@@ -117,6 +117,7 @@ pub struct ResetValue {
     header: String,
     format: ResetFormat,
     raw: Vec<u8>,
+    remaining: Option<Vec<u8>>,
 }
 
 impl ResetValue {
@@ -134,6 +135,21 @@ impl ResetValue {
     /// [`MAX_KEPT_RAW`](crate::retry_after::MAX_KEPT_RAW) characters).
     pub fn raw(&self) -> String {
         keep(&self.raw)
+    }
+
+    /// The raw `remaining` value of the same limit, if one was sent
+    /// (see [`ResetHeaders::push_limit`]).
+    pub fn remaining(&self) -> Option<String> {
+        self.remaining.as_deref().map(keep)
+    }
+
+    /// Whether the limit still has room: its `remaining` is a whole number
+    /// above 0. Absent, `-1` (unknown, as Azure sends) or malformed is
+    /// not known to have room.
+    fn has_room(&self) -> bool {
+        self.remaining
+            .as_deref()
+            .is_some_and(|raw| digits(trim_ows(raw)).is_ok_and(|n| n > 0))
     }
 }
 
@@ -159,6 +175,9 @@ pub enum ResetIgnored {
     NoTrustedCalendar,
     /// Longer than the configured maximum interval.
     OverMaxInterval,
+    /// Its limit is not spent: the same limit's `remaining` is above 0,
+    /// so its reset is not what the server is waiting for.
+    LimitHasRoom,
 }
 
 impl fmt::Display for ResetIgnored {
@@ -167,6 +186,7 @@ impl fmt::Display for ResetIgnored {
             Self::Malformed => "malformed",
             Self::NoTrustedCalendar => "a calendar time needs a trusted calendar clock",
             Self::OverMaxInterval => "longer than the maximum interval",
+            Self::LimitHasRoom => "its limit is not spent (remaining above 0)",
         })
     }
 }
@@ -187,6 +207,29 @@ impl ResetHeaders {
             header: header.into(),
             format,
             raw: raw.to_vec(),
+            remaining: None,
+        });
+    }
+
+    /// Adds the raw reset value of one limit with the raw value of that
+    /// limit's `remaining` header, if the response sent one (OpenAI's
+    /// `x-ratelimit-remaining-tokens` for `x-ratelimit-reset-tokens`). A
+    /// reset counts only for a limit that is spent: when `remaining` is a
+    /// whole number above 0 the reset is ignored
+    /// ([`ResetIgnored::LimitHasRoom`]); `0`, `-1` (unknown), a malformed
+    /// value or none leave it read as [`push`](Self::push) does.
+    pub fn push_limit(
+        &mut self,
+        header: impl Into<String>,
+        format: ResetFormat,
+        raw: &[u8],
+        remaining: Option<&[u8]>,
+    ) {
+        self.values.push(ResetValue {
+            header: header.into(),
+            format,
+            raw: raw.to_vec(),
+            remaining: remaining.map(<[u8]>::to_vec),
         });
     }
 
@@ -215,6 +258,9 @@ impl ResetHeaders {
         calendar: Option<SystemTime>,
     ) -> impl Iterator<Item = (&ResetValue, ResetReading)> + '_ {
         self.values.iter().map(move |value| {
+            if value.has_room() {
+                return (value, ResetReading::Ignored(ResetIgnored::LimitHasRoom));
+            }
             let reading = match read_value(value, calendar) {
                 Ok(wait) if self.max_interval.is_some_and(|max| wait > max) => {
                     ResetReading::Ignored(ResetIgnored::OverMaxInterval)
@@ -510,6 +556,34 @@ mod tests {
     }
 
     const MALFORMED: ResetReading = ResetReading::Ignored(ResetIgnored::Malformed);
+
+    #[test]
+    fn a_reset_counts_only_for_a_limit_that_is_spent() {
+        let limit = |remaining: Option<&str>| {
+            let mut headers = ResetHeaders::new(None);
+            headers.push_limit(
+                "x-ratelimit-reset-requests",
+                ResetFormat::Duration,
+                b"2m59.56s",
+                remaining.map(str::as_bytes),
+            );
+            let reading = headers.read(None).next().unwrap().1;
+            reading
+        };
+        let full = ResetReading::Wait(Duration::from_millis(179_560));
+        let room = ResetReading::Ignored(ResetIgnored::LimitHasRoom);
+        assert_eq!(limit(Some("14370")), room);
+        assert_eq!(limit(Some(" 1 ")), room);
+        // Spent, unknown (`-1`), malformed or not sent: the reset counts.
+        for remaining in [Some("0"), Some("-1"), Some("lots"), Some(""), None] {
+            assert_eq!(limit(remaining), full, "{remaining:?}");
+        }
+        let mut headers = ResetHeaders::new(None);
+        headers.push_limit("r", ResetFormat::Seconds, b"x", Some(b"5"));
+        let (value, reading) = headers.read(None).next().unwrap();
+        assert_eq!(reading, room, "room wins over malformed");
+        assert_eq!(value.remaining().as_deref(), Some("5"));
+    }
 
     #[test]
     fn seconds() {

@@ -12,7 +12,7 @@ use retry_budget::{
     Answer,
 };
 
-use crate::quota::QuotaExhausted;
+use crate::quota::{BodyRetryDelay, QuotaExhausted, RateLimited};
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +24,7 @@ pub struct Signal {
     reset_headers: Option<ResetHeaders>,
     retry_after_ms: Option<RetryAfterMs>,
     should_retry: Option<ShouldRetry>,
+    quota: Option<&'static str>,
 }
 
 impl Signal {
@@ -37,7 +38,21 @@ impl Signal {
             reset_headers: None,
             retry_after_ms: None,
             should_retry: None,
+            quota: None,
         }
+    }
+
+    /// A header said the quota is used up (`code`, the service's name
+    /// for it; see [`ResetSignal::quota_header`]).
+    #[must_use]
+    pub const fn with_quota(mut self, code: &'static str) -> Self {
+        self.quota = Some(code);
+        self
+    }
+
+    /// The used-up quota a header named, if any.
+    pub const fn quota(&self) -> Option<&'static str> {
+        self.quota
     }
 
     /// The `retry-after-ms` values found in the response, for the core to
@@ -124,6 +139,18 @@ impl Signal {
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
     ) -> Answer<'_> {
+        // A delay a layer below found in the body: one more reset value.
+        if let Some(delay) = body.and_then(Extensions::get::<BodyRetryDelay>) {
+            if self.status >= 400 {
+                self.reset_headers
+                    .get_or_insert_with(|| ResetHeaders::new(None))
+                    .push(
+                        BodyRetryDelay::NAME,
+                        ResetFormat::Duration,
+                        delay.raw().as_bytes(),
+                    );
+            }
+        }
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
         let needs_calendar = self.retry_after.needs_calendar()
@@ -151,6 +178,11 @@ impl Signal {
         if self.status >= 400 {
             if let Some(quota) = body.and_then(Extensions::get::<QuotaExhausted>) {
                 answer = answer.quota(quota.code());
+            } else if let Some(code) = self.quota {
+                answer = answer.quota(code);
+            }
+            if let Some(limit) = body.and_then(Extensions::get::<RateLimited>) {
+                answer = answer.rate_limited(limit.kind());
             }
         }
         answer
@@ -392,6 +424,9 @@ pub struct ResetSignal<S = HttpSignal> {
     max_interval: Option<Duration>,
     retry_after_ms: bool,
     should_retry: bool,
+    remaining: Vec<(HeaderName, HeaderName)>,
+    ms_headers: Vec<HeaderName>,
+    quota_header: Option<(HeaderName, Vec<&'static str>)>,
 }
 
 /// The IETF draft's `RateLimit` field.
@@ -426,7 +461,71 @@ pub struct Provider {
     /// Its reset headers, each with its format, in the order read
     /// ([`ResetSignal::header`]).
     pub resets: &'static [(&'static str, ResetFormat)],
+    /// For a reset header, the header saying how much of that limit
+    /// remains ([`ResetSignal::remaining`]): the reset counts only when
+    /// the limit is spent.
+    pub remaining: &'static [(&'static str, &'static str)],
+    /// Other headers read as `retry-after-ms` (Azure's
+    /// `x-ms-retry-after-ms`; [`ResetSignal::ms_header`]).
+    pub ms_headers: &'static [&'static str],
+    /// A header naming the error's type, and the types that mean a quota
+    /// used up (Bedrock's `x-amzn-ErrorType: ServiceQuotaExceededException`;
+    /// [`ResetSignal::quota_header`]).
+    pub quota_header: Option<(&'static str, &'static [&'static str])>,
+    /// What its JSON error body says, read by `QuotaLayer::for_provider`
+    /// (feature `quota`) below the retry layer.
+    pub body: ProviderBody,
 }
+
+/// What a provider's JSON error body says, as data (read by
+/// `QuotaLayer::for_provider`, feature `quota`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderBody {
+    /// The statuses whose body is read.
+    pub statuses: &'static [u16],
+    /// `error.code` / `error.type` values meaning a quota used up
+    /// (OpenAI's `insufficient_quota`).
+    pub quota_codes: &'static [&'static str],
+    /// Parts of a `google.rpc.QuotaFailure` `quotaId` meaning a quota
+    /// used up (Gemini's `PerDay`).
+    pub quota_ids: &'static [&'static str],
+    /// `google.rpc.RetryInfo` `retryDelay` is the server's delay.
+    pub retry_info: bool,
+    /// `error.metadata.error_type` values meaning a transient rate limit
+    /// (OpenRouter's `in_flight_budget_exhausted`, on a `402`).
+    pub rate_limited: &'static [&'static str],
+    /// Text in the body's `message` (top level or in `error`) meaning a
+    /// quota used up, for an API that sends no code (Cohere's trial key:
+    /// `API calls / month`).
+    pub quota_messages: &'static [&'static str],
+}
+
+impl ProviderBody {
+    /// Nothing read from the body.
+    pub const NONE: Self = Self {
+        statuses: &[429],
+        quota_codes: &[],
+        quota_ids: &[],
+        retry_info: false,
+        rate_limited: &[],
+        quota_messages: &[],
+    };
+
+    /// Whether anything is read from the body.
+    pub const fn reads_any(&self) -> bool {
+        !self.quota_codes.is_empty()
+            || !self.quota_ids.is_empty()
+            || self.retry_info
+            || !self.rate_limited.is_empty()
+            || !self.quota_messages.is_empty()
+    }
+}
+
+/// OpenAI's (and Groq's) `remaining` headers, one per reset header.
+const OPENAI_REMAINING: &[(&str, &str)] = &[
+    (OPENAI_RESET_REQUESTS, "x-ratelimit-remaining-requests"),
+    (OPENAI_RESET_TOKENS, "x-ratelimit-remaining-tokens"),
+];
 
 /// OpenAI's API: see [`ResetSignal::openai`].
 pub const OPENAI: Provider = Provider {
@@ -437,6 +536,13 @@ pub const OPENAI: Provider = Provider {
         (OPENAI_RESET_REQUESTS, ResetFormat::Duration),
         (OPENAI_RESET_TOKENS, ResetFormat::Duration),
     ],
+    remaining: OPENAI_REMAINING,
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody {
+        quota_codes: &["insufficient_quota"],
+        ..ProviderBody::NONE
+    },
 };
 
 /// Anthropic's API: see [`ResetSignal::anthropic`].
@@ -450,7 +556,174 @@ pub const ANTHROPIC: Provider = Provider {
         (ANTHROPIC_RESETS[2], ResetFormat::Rfc3339),
         (ANTHROPIC_RESETS[3], ResetFormat::Rfc3339),
     ],
+    remaining: &[
+        (
+            ANTHROPIC_RESETS[0],
+            "anthropic-ratelimit-requests-remaining",
+        ),
+        (ANTHROPIC_RESETS[1], "anthropic-ratelimit-tokens-remaining"),
+        (
+            ANTHROPIC_RESETS[2],
+            "anthropic-ratelimit-input-tokens-remaining",
+        ),
+        (
+            ANTHROPIC_RESETS[3],
+            "anthropic-ratelimit-output-tokens-remaining",
+        ),
+    ],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody::NONE,
 };
+
+/// Azure OpenAI: `retry-after`, `retry-after-ms` and `x-ms-retry-after-ms`,
+/// the longest valid counting (an invalid value such as `-1` is recorded
+/// and ignored).
+pub const AZURE: Provider = Provider {
+    name: "azure",
+    retry_after_ms: true,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &["x-ms-retry-after-ms"],
+    quota_header: None,
+    body: ProviderBody::NONE,
+};
+
+/// Groq: as OpenAI's (a Stainless API: `retry-after-ms`, `x-should-retry`,
+/// `x-ratelimit-reset-requests|tokens` as Go durations). Its requests
+/// limit is per day and its tokens limit per minute: a reset counts only
+/// for the limit whose `x-ratelimit-remaining-*` is spent.
+pub const GROQ: Provider = Provider {
+    name: "groq",
+    ..OPENAI
+};
+
+/// Cohere: `retry-after-ms`, `Retry-After`, `X-RateLimit-Reset` (a Unix
+/// time), the longest valid counting; a `429` whose `message` says a
+/// trial key's monthly calls (`API calls / month`) are spent is a quota
+/// used up (Cohere sends no code for it).
+pub const COHERE: Provider = Provider {
+    name: "cohere",
+    retry_after_ms: true,
+    should_retry: false,
+    resets: &[("x-ratelimit-reset", ResetFormat::Unix)],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody {
+        quota_messages: &["API calls / month"],
+        ..ProviderBody::NONE
+    },
+};
+
+/// Mistral: `ratelimitbysize-reset` (delta seconds), counting only when
+/// `x-ratelimitbysize-remaining-minute` is spent (or not sent).
+pub const MISTRAL: Provider = Provider {
+    name: "mistral",
+    retry_after_ms: true,
+    should_retry: false,
+    resets: &[("ratelimitbysize-reset", ResetFormat::Seconds)],
+    remaining: &[(
+        "ratelimitbysize-reset",
+        "x-ratelimitbysize-remaining-minute",
+    )],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody::NONE,
+};
+
+/// Amazon Bedrock: a throttle (`429`, `x-amzn-ErrorType:
+/// ThrottlingException`, no `Retry-After`) waits the local fallback;
+/// `ServiceQuotaExceededException` is a used-up quota (category `quota`).
+pub const BEDROCK: Provider = Provider {
+    name: "bedrock",
+    retry_after_ms: false,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: Some(("x-amzn-errortype", &["ServiceQuotaExceededException"])),
+    body: ProviderBody::NONE,
+};
+
+/// The Gemini API and Vertex AI: no header besides `Retry-After`; the
+/// `RESOURCE_EXHAUSTED` body's `google.rpc.RetryInfo` `retryDelay` is the
+/// server's delay, and a `google.rpc.QuotaFailure` violation whose
+/// `quotaId` names a per-day quota (`PerDay`) is a quota used up.
+pub const GEMINI: Provider = Provider {
+    name: "gemini",
+    retry_after_ms: false,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody {
+        quota_ids: &["PerDay"],
+        retry_info: true,
+        ..ProviderBody::NONE
+    },
+};
+
+/// OpenRouter: `Retry-After`; a `402` whose `error.metadata.error_type` is
+/// `in_flight_budget_exhausted`, with a delay, is retried as a `429`
+/// (any other `402` is not).
+pub const OPENROUTER: Provider = Provider {
+    name: "openrouter",
+    retry_after_ms: false,
+    should_retry: false,
+    resets: &[],
+    remaining: &[],
+    ms_headers: &[],
+    quota_header: None,
+    body: ProviderBody {
+        statuses: &[429, 402],
+        rate_limited: &["in_flight_budget_exhausted"],
+        ..ProviderBody::NONE
+    },
+};
+
+/// Every provider table, by name.
+pub const PROVIDERS: [&Provider; 9] = [
+    &OPENAI,
+    &ANTHROPIC,
+    &GEMINI,
+    &AZURE,
+    &GROQ,
+    &MISTRAL,
+    &COHERE,
+    &OPENROUTER,
+    &BEDROCK,
+];
+
+impl Provider {
+    /// The table named `name` (`openai`, `azure`...), if there is one.
+    pub fn named(name: &str) -> Option<&'static Self> {
+        PROVIDERS.into_iter().find(|p| p.name == name)
+    }
+
+    /// The table for an upstream host (`api.openai.com`,
+    /// `*.openai.azure.com`, `bedrock-runtime.*.amazonaws.com`...): what
+    /// `--preset auto` chooses; an unknown host gets none.
+    pub fn for_host(host: &str) -> Option<&'static Self> {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let provider = match host.as_str() {
+            "api.openai.com" => &OPENAI,
+            "api.anthropic.com" => &ANTHROPIC,
+            "api.groq.com" => &GROQ,
+            "api.mistral.ai" => &MISTRAL,
+            "api.cohere.com" | "api.cohere.ai" => &COHERE,
+            "openrouter.ai" => &OPENROUTER,
+            "generativelanguage.googleapis.com" | "aiplatform.googleapis.com" => &GEMINI,
+            h if h.ends_with("-aiplatform.googleapis.com") => &GEMINI,
+            h if h.ends_with(".openai.azure.com") => &AZURE,
+            h if h.starts_with("bedrock-runtime.") && h.ends_with(".amazonaws.com") => &BEDROCK,
+            _ => return None,
+        };
+        Some(provider)
+    }
+}
 
 impl ResetSignal {
     /// Reads nothing more than [`HttpSignal`] until told which headers.
@@ -507,6 +780,44 @@ impl ResetSignal {
     pub fn anthropic() -> Self {
         Self::new().with_anthropic()
     }
+
+    /// What Azure OpenAI sends: see [`AZURE`].
+    pub fn azure() -> Self {
+        Self::new().with_provider(&AZURE)
+    }
+
+    /// What Groq sends: see [`GROQ`].
+    pub fn groq() -> Self {
+        Self::new().with_provider(&GROQ)
+    }
+
+    /// What Cohere sends: see [`COHERE`].
+    pub fn cohere() -> Self {
+        Self::new().with_provider(&COHERE)
+    }
+
+    /// What Mistral sends: see [`MISTRAL`].
+    pub fn mistral() -> Self {
+        Self::new().with_provider(&MISTRAL)
+    }
+
+    /// What Amazon Bedrock sends: see [`BEDROCK`].
+    pub fn bedrock() -> Self {
+        Self::new().with_provider(&BEDROCK)
+    }
+
+    /// What the Gemini API sends in its headers (nothing besides
+    /// `Retry-After`): see [`GEMINI`]; its body is read by
+    /// `QuotaLayer::gemini`.
+    pub fn gemini() -> Self {
+        Self::new().with_provider(&GEMINI)
+    }
+
+    /// What OpenRouter sends in its headers (`Retry-After`): see
+    /// [`OPENROUTER`]; its body is read by `QuotaLayer::openrouter`.
+    pub fn openrouter() -> Self {
+        Self::new().with_provider(&OPENROUTER)
+    }
 }
 
 impl<S> ResetSignal<S> {
@@ -519,7 +830,38 @@ impl<S> ResetSignal<S> {
             max_interval: None,
             retry_after_ms: false,
             should_retry: false,
+            remaining: Vec::new(),
+            ms_headers: Vec::new(),
+            quota_header: None,
         }
+    }
+
+    /// Reads `remaining` as how much is left of the limit whose reset
+    /// header is `reset`: that reset counts only when the limit is spent
+    /// (`0`; `-1`, malformed or absent are not known to have room). See
+    /// [`ResetHeaders::push_limit`]. Repeatable.
+    #[must_use]
+    pub fn remaining(mut self, reset: HeaderName, remaining: HeaderName) -> Self {
+        self.remaining.push((reset, remaining));
+        self
+    }
+
+    /// Reads `name` as one more `retry-after-ms` (Azure's
+    /// `x-ms-retry-after-ms`): counted with `Retry-After`, the longest
+    /// valid wait counting. Repeatable.
+    #[must_use]
+    pub fn ms_header(mut self, name: HeaderName) -> Self {
+        self.ms_headers.push(name);
+        self
+    }
+
+    /// Reads `name` as the error's type: a value (before any `:`) among
+    /// `quota` is a used-up quota, told to the core as
+    /// [`Answer::quota`](retry_budget::Answer::quota).
+    #[must_use]
+    pub fn quota_header(mut self, name: HeaderName, quota: &[&'static str]) -> Self {
+        self.quota_header = Some((name, quota.to_vec()));
+        self
     }
 
     /// Reads `retry-after-ms` (milliseconds, fractions allowed), which the
@@ -574,6 +916,18 @@ impl<S> ResetSignal<S> {
         if provider.should_retry {
             self = self.should_retry();
         }
+        for &(reset, remaining) in provider.remaining {
+            self = self.remaining(
+                HeaderName::from_static(reset),
+                HeaderName::from_static(remaining),
+            );
+        }
+        for &name in provider.ms_headers {
+            self = self.ms_header(HeaderName::from_static(name));
+        }
+        if let Some((name, quota)) = provider.quota_header {
+            self = self.quota_header(HeaderName::from_static(name), quota);
+        }
         provider
             .resets
             .iter()
@@ -602,6 +956,8 @@ impl<S> ResetSignal<S> {
             || !self.headers.is_empty()
             || self.retry_after_ms
             || self.should_retry
+            || !self.ms_headers.is_empty()
+            || self.quota_header.is_some()
     }
 }
 
@@ -611,10 +967,24 @@ impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
         if signal.status() < 400 || !self.reads_any() {
             return signal;
         }
-        if self.retry_after_ms && headers.contains_key(RETRY_AFTER_MS) {
-            let values = headers.get_all(RETRY_AFTER_MS).iter();
+        let ms_names = self
+            .retry_after_ms
+            .then_some(RETRY_AFTER_MS)
+            .into_iter()
+            .chain(self.ms_headers.iter().map(HeaderName::as_str));
+        if ms_names.clone().any(|name| headers.contains_key(name)) {
+            let values = ms_names.flat_map(|name| headers.get_all(name).iter());
             signal = signal
                 .with_retry_after_ms(RetryAfterMs::from_values(values.map(HeaderValue::as_bytes)));
+        }
+        if let Some((name, quota)) = &self.quota_header {
+            let said = headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.split(':').next().unwrap_or("").trim());
+            if let Some(code) = said.and_then(|said| quota.iter().find(|q| **q == said)) {
+                signal = signal.with_quota(code);
+            }
         }
         if self.should_retry {
             let values = headers.get_all(X_SHOULD_RETRY).iter();
@@ -625,9 +995,15 @@ impl<S: RetrySignal> RetrySignal for ResetSignal<S> {
             }
         }
         let mut found = ResetHeaders::new(self.max_interval);
+        let remaining = &self.remaining;
         let mut take = |name: &str, format: ResetFormat| {
+            let left = remaining
+                .iter()
+                .find(|(reset, _)| reset.as_str() == name)
+                .and_then(|(_, left)| headers.get(left))
+                .map(HeaderValue::as_bytes);
             for value in headers.get_all(name) {
-                found.push(name, format, value.as_bytes());
+                found.push_limit(name, format, value.as_bytes(), left);
             }
         };
         if self.ratelimit_fields {
@@ -717,11 +1093,27 @@ mod tests {
             .header(
                 HeaderName::from_static(OPENAI_RESET_TOKENS),
                 ResetFormat::Duration,
+            )
+            .remaining(
+                HeaderName::from_static(OPENAI_RESET_REQUESTS),
+                HeaderName::from_static("x-ratelimit-remaining-requests"),
+            )
+            .remaining(
+                HeaderName::from_static(OPENAI_RESET_TOKENS),
+                HeaderName::from_static("x-ratelimit-remaining-tokens"),
             );
         assert_eq!(ResetSignal::openai(), by_hand);
         let by_hand = ANTHROPIC_RESETS.iter().fold(
             ResetSignal::new().retry_after_ms().should_retry(),
-            |signal, name| signal.header(HeaderName::from_static(name), ResetFormat::Rfc3339),
+            |signal, name| {
+                let remaining = name.replace("-reset", "-remaining");
+                signal
+                    .header(HeaderName::from_static(name), ResetFormat::Rfc3339)
+                    .remaining(
+                        HeaderName::from_static(name),
+                        HeaderName::from_bytes(remaining.as_bytes()).unwrap(),
+                    )
+            },
         );
         assert_eq!(ResetSignal::anthropic(), by_hand);
         assert_ne!(ResetSignal::openai(), ResetSignal::anthropic());

@@ -1,6 +1,6 @@
 //! The flags for the signals a rate-limited server sends besides
 //! `Retry-After`: reset headers, the spread, and the presets for AI APIs
-//! (`--preset openai|anthropic`). One clap `Args`
+//! (`--preset NAME|auto|none`, each a [`Provider`] table). One clap `Args`
 //! struct, flattened into every command that sends requests through the
 //! layer (`get`, and the proxy), so that they all read the same flags the
 //! same way.
@@ -15,24 +15,49 @@ use http::HeaderName;
 use retry_budget::{reset::ResetFormat, Policy};
 use tower_retry_budget::{
     quota::QuotaLayer,
-    response_signal::{HttpSignal, ResetSignal},
+    response_signal::{HttpSignal, Provider, ResetSignal},
     RetryBudgetLayer,
 };
 
 use crate::common::duration_arg;
 
 /// An API whose signals a preset reads (what each reads is in the
-/// `--preset` help; the variants carry no doc comment so that clap lists
-/// them as `[possible values: openai, anthropic]`).
+/// `--preset` help and its [`Provider`] table; the variants carry no doc
+/// comment so that clap lists them as `[possible values: openai, ...]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Preset {
-    // `ResetSignal::openai`, `QuotaLayer::openai`.
+    // The tables of `tower_retry_budget::response_signal`, by name.
     Openai,
-    // `ResetSignal::anthropic`.
     Anthropic,
+    Gemini,
+    Azure,
+    Groq,
+    Mistral,
+    Cohere,
+    Openrouter,
+    Bedrock,
+    // Chosen from the upstream's host (`Provider::for_host`).
+    Auto,
+    // No preset (the proxy's default is `auto`).
+    None,
 }
 
-/// `--preset openai|anthropic`, `--ratelimit-fields`,
+impl Preset {
+    /// The provider table, for a named preset (`auto` and `none`: none).
+    pub fn provider(self) -> Option<&'static Provider> {
+        use clap::ValueEnum as _;
+        let value = self.to_possible_value()?;
+        Provider::named(value.get_name())
+    }
+
+    /// The preset of a provider table.
+    fn of(provider: &Provider) -> Option<Self> {
+        use clap::ValueEnum as _;
+        Self::from_str(provider.name, false).ok()
+    }
+}
+
+/// `--preset NAME|auto|none`, `--ratelimit-fields`,
 /// `--reset-header NAME=seconds|unix|duration|rfc3339`,
 /// `--reset-max-interval DURATION`, `--spread DURATION`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -40,10 +65,19 @@ pub struct SignalArgs {
     /// Read everything this API sends besides Retry-After: `openai`
     /// (retry-after-ms, x-should-retry, x-ratelimit-reset-requests and
     /// -tokens as Go durations, a 429 whose JSON body says
-    /// insufficient_quota: not retried, category quota) or `anthropic`
-    /// (retry-after-ms, x-should-retry, anthropic-ratelimit-requests-,
-    /// -tokens-, -input-tokens- and -output-tokens-reset as RFC 3339 times).
-    /// Never makes a write retryable.
+    /// insufficient_quota: not retried, category quota), `anthropic`
+    /// (retry-after-ms, x-should-retry, anthropic-ratelimit-*-reset as RFC
+    /// 3339 times), `gemini` (the body's RetryInfo retryDelay as the delay;
+    /// a PerDay QuotaFailure: not retried, category quota), `azure`
+    /// (retry-after, retry-after-ms, x-ms-retry-after-ms: the longest
+    /// valid), `groq` (as openai), `mistral` (ratelimitbysize-reset
+    /// seconds), `cohere` (retry-after-ms, Retry-After, X-RateLimit-Reset
+    /// Unix time), `openrouter` (a 402 in_flight_budget_exhausted with a
+    /// delay retried as a 429), `bedrock` (x-amzn-ErrorType
+    /// ServiceQuotaExceededException: category quota); `auto`: chosen from
+    /// the upstream's host (none for an unknown host; the proxy's
+    /// default); `none`. A reset header counts only for a limit whose
+    /// remaining is 0 (or not sent). Never makes a write retryable.
     #[arg(long, value_name = "API", value_enum)]
     pub preset: Option<Preset>,
     /// Read the IETF draft rate-limit fields when Retry-After is missing or
@@ -94,14 +128,38 @@ impl SignalArgs {
             .map_err(|e| format!("--spread: {e}"))
     }
 
+    /// The flags with `auto` (or, when `default_auto`, no `--preset`)
+    /// resolved for the upstream `host`: the named preset of its provider,
+    /// or `none` for an unknown host.
+    #[must_use]
+    pub fn for_host(mut self, host: &str, default_auto: bool) -> Self {
+        let auto = match self.preset {
+            Some(Preset::Auto) => true,
+            None => default_auto,
+            Some(_) => false,
+        };
+        if auto {
+            self.preset = Some(
+                Provider::for_host(host)
+                    .and_then(Preset::of)
+                    .unwrap_or(Preset::None),
+            );
+        }
+        self
+    }
+
+    /// The provider table in force, if any (`auto` not yet resolved by
+    /// [`for_host`](Self::for_host): none).
+    pub fn provider(&self) -> Option<&'static Provider> {
+        self.preset.and_then(Preset::provider)
+    }
+
     /// The signal of the flags on top of the layer's own (reads nothing
     /// more than it without a reset flag).
     pub fn signal<G>(&self, inner: G) -> ResetSignal<G> {
         let mut signal = ResetSignal::wrapping(inner);
-        match self.preset {
-            Some(Preset::Openai) => signal = signal.with_openai(),
-            Some(Preset::Anthropic) => signal = signal.with_anthropic(),
-            None => {}
+        if let Some(provider) = self.provider() {
+            signal = signal.with_provider(provider);
         }
         if self.ratelimit_fields {
             signal = signal.ratelimit_fields();
@@ -121,7 +179,7 @@ impl SignalArgs {
     /// deadline, for the [`quota`](Self::quota) layer below.
     pub fn apply(&self, layer: RetryBudgetLayer) -> RetryBudgetLayer {
         let layer = layer.signal(self.signal(HttpSignal));
-        if self.quota().codes().next().is_some() {
+        if self.quota().reads_any() {
             layer.attempt_deadlines()
         } else {
             layer
@@ -130,19 +188,21 @@ impl SignalArgs {
 
     /// Whether any flag asks for more than the layer's default reading.
     pub fn reads_any(&self) -> bool {
-        self.preset.is_some()
+        self.provider().is_some()
             || self.ratelimit_fields
             || !self.reset_headers.is_empty()
             || self.reset_max_interval.is_some()
     }
 
     /// The layer below the retry layer that reads a retried status's JSON
-    /// body for a quota used up: OpenAI's codes with `--preset openai`,
-    /// none otherwise (then it passes every response on untouched).
+    /// body: what the preset's provider says there (OpenAI's
+    /// insufficient_quota, Gemini's RetryInfo and QuotaFailure,
+    /// OpenRouter's retryable 402), nothing otherwise (then it passes
+    /// every response on untouched).
     pub fn quota(&self) -> QuotaLayer {
-        match self.preset {
-            Some(Preset::Openai) => QuotaLayer::openai(),
-            Some(Preset::Anthropic) | None => QuotaLayer::new(std::iter::empty::<&str>()),
+        match self.provider() {
+            Some(provider) => QuotaLayer::for_provider(provider),
+            None => QuotaLayer::new(std::iter::empty::<&str>()),
         }
     }
 }
@@ -234,6 +294,53 @@ mod tests {
         let found = read.reset_headers().expect("read");
         assert_eq!(found.max_interval(), Some(Duration::from_secs(300)));
         assert!(!found.is_empty());
+    }
+
+    #[test]
+    fn every_preset_is_a_provider_table_and_auto_goes_by_host() {
+        for name in [
+            "openai",
+            "anthropic",
+            "gemini",
+            "azure",
+            "groq",
+            "mistral",
+            "cohere",
+            "openrouter",
+            "bedrock",
+        ] {
+            let args = parse(&["--preset", name]).unwrap();
+            assert_eq!(args.provider().map(|p| p.name), Some(name));
+            assert!(args.reads_any(), "{name}");
+            // A named preset stays whatever the host.
+            let kept = args.for_host("api.openai.com", true);
+            assert_eq!(kept.provider().map(|p| p.name), Some(name));
+        }
+        let auto = parse(&["--preset", "auto"]).unwrap();
+        assert_eq!(auto.provider(), None, "not resolved yet");
+        let gemini = auto
+            .clone()
+            .for_host("generativelanguage.googleapis.com", false);
+        assert_eq!(gemini.preset, Some(Preset::Gemini));
+        assert!(gemini.quota().reads_any());
+        let unknown = auto.for_host("example.com", false);
+        assert_eq!(
+            (unknown.preset, unknown.provider()),
+            (Some(Preset::None), None)
+        );
+        assert!(!unknown.reads_any());
+        // No flag: auto only where it is the default (the proxy).
+        let plain = parse(&[]).unwrap();
+        assert_eq!(plain.clone().for_host("api.groq.com", false).preset, None);
+        assert_eq!(
+            plain.for_host("api.groq.com", true).preset,
+            Some(Preset::Groq)
+        );
+        let none = parse(&["--preset", "none"]).unwrap();
+        assert_eq!(
+            none.for_host("api.groq.com", true).preset,
+            Some(Preset::None)
+        );
     }
 
     #[test]

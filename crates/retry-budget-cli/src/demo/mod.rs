@@ -257,6 +257,7 @@ async fn play(case: Case, json: bool) -> ExitCode {
         json,
         verbose: false,
         signals: Default::default(),
+        connect_to: Vec::new(),
     };
     let status = get::fetch(target, options, &console, cancel).await;
     server.abort();

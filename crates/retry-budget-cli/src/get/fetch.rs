@@ -22,8 +22,7 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    calendar::UntrustedCalendar, classify, quota::QuotaLayer, Error, ErrorKind, Idempotent,
-    RetryBudgetLayer,
+    calendar::UntrustedCalendar, classify, Error, ErrorKind, Idempotent, RetryBudgetLayer,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -188,13 +187,13 @@ async fn act(
         let budget = options
             .signals
             .apply(RetryBudgetLayer::new(policy).observer(progress));
-        send(request, tls, sensitive, budget, options.signals.quota()).await
+        send(request, tls, sensitive, budget, options).await
     } else {
         let budget = RetryBudgetLayer::new(policy)
             .calendar(UntrustedCalendar)
             .observer(progress);
         let budget = options.signals.apply(budget);
-        send(request, tls, sensitive, budget, options.signals.quota()).await
+        send(request, tls, sensitive, budget, options).await
     };
     if let Some(countdown) = countdown {
         countdown.abort();
@@ -321,10 +320,11 @@ async fn send(
     tls: Arc<rustls::ClientConfig>,
     sensitive: Vec<HeaderName>,
     budget: RetryBudgetLayer,
-    quota: QuotaLayer,
+    options: &Options,
 ) -> Sent {
-    let client =
-        Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector::build(tls, false));
+    let quota = options.signals.quota();
+    let connector = connector::build_with(tls, false, options.connect_to.clone());
+    let client = Client::builder(TokioExecutor::new()).build::<_, Full<Bytes>>(connector);
     let service = ServiceBuilder::new()
         .layer(SetSensitiveRequestHeadersLayer::new(sensitive))
         .layer(classify::trace_layer())

@@ -48,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::progress::Console;
 use crate::common::budget_args::BudgetArgs;
+use crate::common::connector::ConnectTo;
 use crate::common::headers::{self, Header, Sensitive};
 use crate::common::run::{runtime, usage_error};
 use crate::common::signal_args::SignalArgs;
@@ -88,6 +89,12 @@ pub struct Args {
     /// the report then says how the body ended).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Connect to ADDR:PORT2 instead of HOST:PORT (curl's flag and
+    /// syntax; repeatable): the request keeps its host name (Host, TLS
+    /// server name, `--preset auto`). Empty fields match any / keep the
+    /// original.
+    #[arg(long = "connect-to", value_name = "HOST:PORT:ADDR:PORT2", value_parser = ConnectTo::parse)]
+    pub connect_to: Vec<ConnectTo>,
     /// Also show tower-http's trace events.
     #[arg(short, long)]
     verbose: bool,
@@ -121,6 +128,8 @@ pub struct Options {
     pub verbose: bool,
     /// Reset headers to read (the spread is in the policy).
     pub signals: SignalArgs,
+    /// Where connections go instead (`--connect-to`).
+    pub connect_to: Vec<ConnectTo>,
 }
 
 /// Runs the command and returns the process's exit status.
@@ -138,7 +147,12 @@ pub fn run(args: Args) -> ExitCode {
         trusted_clock: !args.budget.untrusted_clock,
         json: args.json,
         verbose: args.verbose,
-        signals: args.budget.signals,
+        // `--preset auto` chooses from the URL's host.
+        signals: args
+            .budget
+            .signals
+            .for_host(target.uri.host().unwrap_or(""), false),
+        connect_to: args.connect_to,
     };
     let runtime = match runtime() {
         Ok(runtime) => runtime,

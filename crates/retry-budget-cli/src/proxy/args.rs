@@ -18,7 +18,7 @@ use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
 use super::upstream::Upstream;
 use crate::common::budget_args::BudgetArgs;
 use crate::common::duration_arg;
-use crate::common::signal_args::Preset;
+use tower_retry_budget::response_signal::Provider;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
@@ -155,8 +155,8 @@ pub struct ProxyConfig {
     /// What reads a retried status's JSON body for a quota used up
     /// (`--preset openai`; without it, no code: nothing is read).
     pub quota: QuotaLayer,
-    /// The API preset, if any (`--preset`).
-    pub preset: Option<Preset>,
+    /// The API preset in force, if any (`--preset`, `auto` resolved).
+    pub preset: Option<&'static Provider>,
     /// The gate.
     pub concurrency: Option<NonZeroUsize>,
     /// The client-wide retry budget, if on.
@@ -206,8 +206,11 @@ const RETRY_WINDOW: Duration = Duration::from_secs(10);
 
 impl Args {
     /// Checks the flags; the error is one line that names the flag.
-    pub fn config(self) -> Result<ProxyConfig, String> {
+    pub fn config(mut self) -> Result<ProxyConfig, String> {
         let policy = self.budget.policy()?;
+        // `auto` (the default) chooses the preset from the upstream's host.
+        self.budget.signals =
+            std::mem::take(&mut self.budget.signals).for_host(self.upstream.authority.host(), true);
         let asked = &self.budget.signals;
         let reset = asked
             .reads_any()
@@ -223,7 +226,7 @@ impl Args {
             trusted_clock: !self.budget.untrusted_clock,
             reset,
             quota: self.budget.signals.quota(),
-            preset: self.budget.signals.preset,
+            preset: self.budget.signals.provider(),
             concurrency: self.concurrency,
             client_budget,
             hold_off: !self.no_hold_off,

@@ -165,13 +165,19 @@ fn relay(
 }
 
 /// Whether an SDK must not retry this answer on top of the proxy: the
-/// proxy already retried and still ended with a 429, the 429 said the
-/// quota is used up, or the upstream said not to retry. (The core decided
-/// each: the attempts, the category, the trail.)
+/// proxy already retried and still ended with a 429, the 429 asked a wait
+/// that does not fit the budget (a spent daily limit: any retry before it
+/// is another 429), the 429 said the quota is used up, or the upstream
+/// said not to retry. (The core decided each: the attempts, the outcome,
+/// the category, the trail.)
 fn no_retry_on_top(report: &Report) -> bool {
     let retried_429 = report.attempts_started > 1
         && report.last_status == Some(429)
         && report.outcome != Outcome::Success;
+    let wait_past_budget = report.last_status == Some(429)
+        && report.outcome == Outcome::BudgetExhausted
+        && report.server_requested_wait.is_some();
+    let retried_429 = retried_429 || wait_past_budget;
     let server_said = report.events.iter().rev().any(|e| {
         matches!(
             e.kind,

@@ -171,8 +171,9 @@ async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, 
     let ready_workers = prepare_workers(&config, &metrics, listeners)?;
     eprintln!(
         "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c; {workers} worker(s)), admin on {admin}, upstream {}; \
-         budget {}, at most {} attempts, {} per attempt",
+         preset {}; budget {}, at most {} attempts, {} per attempt",
         config.upstream,
+        config.preset.map_or("none", |p| p.name),
         Secs(config.policy.total_budget()),
         config.policy.max_attempts(),
         Secs(config.policy.attempt_cap()),

@@ -13,8 +13,8 @@ use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::layer::{quota_code, worth_reading, QuotaConfig};
-use super::{QuotaBody, QuotaExhausted};
+use super::layer::{read_body, worth_reading, QuotaConfig};
+use super::{BodyRetryDelay, QuotaBody, QuotaExhausted, RateLimited};
 
 pin_project! {
     /// The response future of [`Quota`](super::Quota).
@@ -161,13 +161,30 @@ where
                         .expect("QuotaFuture polled after completion")
                         .into_parts();
                     if classify {
-                        if let Some(code) = quota_code(config, copy) {
+                        let says = read_body(config, copy);
+                        if let Some(code) = says.quota {
                             tracing::debug!(
                                 target: "tower_retry_budget",
-                                code,
+                                code = &*code,
                                 "the response's body says the quota is used up"
                             );
                             head.extensions.insert(QuotaExhausted::new(code));
+                        }
+                        if let Some(raw) = says.retry_delay {
+                            tracing::debug!(
+                                target: "tower_retry_budget",
+                                retry_delay = &*raw,
+                                "the response's body names a delay"
+                            );
+                            head.extensions.insert(BodyRetryDelay::new(raw));
+                        }
+                        if let Some(kind) = says.rate_limited {
+                            tracing::debug!(
+                                target: "tower_retry_budget",
+                                kind = &*kind,
+                                "the response's body says it is a rate limit"
+                            );
+                            head.extensions.insert(RateLimited::new(kind));
                         }
                     }
                     let held = std::mem::take(held);

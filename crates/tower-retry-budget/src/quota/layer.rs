@@ -12,6 +12,7 @@ use tower::{Layer, Service};
 
 use super::{QuotaBody, QuotaFuture};
 use crate::request;
+use crate::response_signal::Provider;
 use crate::AttemptDeadline;
 
 /// The most of a body [`QuotaLayer`] reads by default: 16 KiB (an API's
@@ -96,6 +97,10 @@ pub struct QuotaLayer {
 #[derive(Debug, Clone)]
 pub(super) struct QuotaConfig {
     pub(super) codes: Vec<Box<str>>,
+    pub(super) quota_ids: Vec<Box<str>>,
+    pub(super) retry_info: bool,
+    pub(super) rate_limited: Vec<Box<str>>,
+    pub(super) quota_messages: Vec<Box<str>>,
     pub(super) statuses: StatusSet,
     pub(super) max_body: usize,
     pub(super) read_timeout: Duration,
@@ -111,6 +116,10 @@ impl QuotaLayer {
         Self {
             config: Arc::new(QuotaConfig {
                 codes: codes.into_iter().map(Into::into).collect(),
+                quota_ids: Vec::new(),
+                retry_info: false,
+                rate_limited: Vec::new(),
+                quota_messages: Vec::new(),
                 statuses: StatusSet::TOO_MANY_REQUESTS,
                 max_body: DEFAULT_QUOTA_MAX_BODY,
                 read_timeout: DEFAULT_QUOTA_READ_TIMEOUT,
@@ -118,9 +127,115 @@ impl QuotaLayer {
         }
     }
 
-    /// OpenAI's: `insufficient_quota`, on a `429`.
+    /// OpenAI's: `insufficient_quota`, on a `429`
+    /// ([`OPENAI`](crate::response_signal::OPENAI)).
     pub fn openai() -> Self {
-        Self::new(["insufficient_quota"])
+        Self::for_provider(&crate::response_signal::OPENAI)
+    }
+
+    /// Gemini's (and Vertex AI's) `RESOURCE_EXHAUSTED` `429`: its
+    /// `google.rpc.RetryInfo` `retryDelay` is the server's delay
+    /// ([`retry_info`](Self::retry_info)); a `google.rpc.QuotaFailure`
+    /// violation whose `quotaId` names a per-day quota (`PerDay`) is a
+    /// quota used up ([`quota_ids`](Self::quota_ids)).
+    pub fn gemini() -> Self {
+        Self::for_provider(&crate::response_signal::GEMINI)
+    }
+
+    /// OpenRouter's: a `402` whose `error.metadata.error_type` is
+    /// `in_flight_budget_exhausted` is a transient rate limit
+    /// ([`rate_limited`](Self::rate_limited)); any other `402` is not.
+    pub fn openrouter() -> Self {
+        Self::for_provider(&crate::response_signal::OPENROUTER)
+    }
+
+    /// Reads what `provider`'s body says ([`Provider::body`]); a provider
+    /// with nothing in its body gives a layer that reads nothing.
+    pub fn for_provider(provider: &Provider) -> Self {
+        let body = &provider.body;
+        let statuses = body.statuses.iter().fold(StatusSet::EMPTY, |set, &status| {
+            set.with(status).unwrap_or(set)
+        });
+        Self::new(body.quota_codes.iter().copied())
+            .quota_ids(body.quota_ids.iter().copied())
+            .rate_limited(body.rate_limited.iter().copied())
+            .quota_messages(body.quota_messages.iter().copied())
+            .statuses(statuses)
+            .retry_info_if(body.retry_info)
+    }
+
+    fn retry_info_if(self, on: bool) -> Self {
+        if on {
+            self.retry_info()
+        } else {
+            self
+        }
+    }
+
+    /// Also reads `error.details[].violations[].quotaId` (Google's
+    /// `google.rpc.QuotaFailure`): one containing any of `parts` is a
+    /// quota used up, its `quotaId` the code told.
+    #[must_use]
+    pub fn quota_ids<I>(mut self, parts: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<Box<str>>,
+    {
+        let config = Arc::make_mut(&mut self.config);
+        config.quota_ids.extend(parts.into_iter().map(Into::into));
+        self
+    }
+
+    /// Also reads `error.details[]`'s `google.rpc.RetryInfo` `retryDelay`
+    /// as the server's delay ([`BodyRetryDelay`](super::BodyRetryDelay)).
+    #[must_use]
+    pub fn retry_info(mut self) -> Self {
+        Arc::make_mut(&mut self.config).retry_info = true;
+        self
+    }
+
+    /// Also reads `error.metadata.error_type`: one of `kinds` is a
+    /// transient rate limit ([`RateLimited`](super::RateLimited)), which
+    /// the core may retry as a `429` (give its status to
+    /// [`statuses`](Self::statuses)).
+    #[must_use]
+    pub fn rate_limited<I>(mut self, kinds: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<Box<str>>,
+    {
+        let config = Arc::make_mut(&mut self.config);
+        config
+            .rate_limited
+            .extend(kinds.into_iter().map(Into::into));
+        self
+    }
+
+    /// Also reads the body's `message` (top level or in `error`): one
+    /// containing any of `parts` is a quota used up, the part the code
+    /// told (for an API that sends no code).
+    #[must_use]
+    pub fn quota_messages<I>(mut self, parts: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<Box<str>>,
+    {
+        let config = Arc::make_mut(&mut self.config);
+        config
+            .quota_messages
+            .extend(parts.into_iter().map(Into::into));
+        self
+    }
+
+    /// Whether any body rule is set (without one, every response passes
+    /// untouched, no byte read).
+    pub fn reads_any(&self) -> bool {
+        let c = &self.config;
+        !c.codes.is_empty()
+            || !c.quota_ids.is_empty()
+            || c.retry_info
+            || !c.rate_limited.is_empty()
+            || !c.quota_messages.is_empty()
     }
 
     /// Reads these statuses' bodies (default: `429` only). Give the
@@ -201,7 +316,13 @@ where
 
     fn call(&mut self, request: Request<ReqB>) -> Self::Future {
         // Only what the retry layer budgets can be retried in vain.
-        if !request::is_budgeted(&request) || self.config.codes.is_empty() {
+        let config = &self.config;
+        let reads_nothing = config.codes.is_empty()
+            && config.quota_ids.is_empty()
+            && !config.retry_info
+            && config.rate_limited.is_empty()
+            && config.quota_messages.is_empty();
+        if !request::is_budgeted(&request) || reads_nothing {
             return QuotaFuture::passthrough(self.inner.call(request));
         }
         let attempt = request.extensions().get::<AttemptDeadline>().copied();
@@ -241,10 +362,95 @@ fn is_json(headers: &HeaderMap) -> bool {
     subtype == "json" || subtype.ends_with("+json")
 }
 
+/// What a body says, by the configured rules.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct BodySays {
+    pub(super) quota: Option<Box<str>>,
+    pub(super) retry_delay: Option<Box<str>>,
+    pub(super) rate_limited: Option<Box<str>>,
+}
+
+/// Reads `body` (JSON) by every configured rule.
+pub(super) fn read_body(config: &QuotaConfig, body: &[u8]) -> BodySays {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return BodySays::default();
+    };
+    // A message naming a spent quota (an API with no code for it).
+    let message_quota = [
+        value.get("message"),
+        value.get("error").and_then(|e| e.get("message")),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(serde_json::Value::as_str)
+    .find_map(|text| {
+        config
+            .quota_messages
+            .iter()
+            .find(|part| text.contains(&***part))
+    })
+    .cloned();
+    let Some(error) = value.get("error").filter(|e| e.is_object()) else {
+        return BodySays {
+            quota: message_quota,
+            ..BodySays::default()
+        };
+    };
+    let details = || {
+        error
+            .get("details")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+    };
+    let type_is = |detail: &serde_json::Value, name: &str| {
+        detail
+            .get("@type")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|t| t.strip_prefix("type.googleapis.com/") == Some(name))
+    };
+    let quota = code_in(config, error)
+        .map(Into::into)
+        .or_else(|| {
+            details()
+                .filter(|d| type_is(d, "google.rpc.QuotaFailure"))
+                .filter_map(|d| d.get("violations")?.as_array())
+                .flatten()
+                .filter_map(|v| v.get("quotaId")?.as_str())
+                .find(|id| config.quota_ids.iter().any(|part| id.contains(&**part)))
+                .map(Into::into)
+        })
+        .or(message_quota);
+    let retry_delay = config
+        .retry_info
+        .then(|| {
+            details()
+                .filter(|d| type_is(d, "google.rpc.RetryInfo"))
+                .find_map(|d| d.get("retryDelay")?.as_str())
+                .map(Into::into)
+        })
+        .flatten();
+    let rate_limited = error
+        .get("metadata")
+        .and_then(|m| m.get("error_type")?.as_str())
+        .and_then(|kind| config.rate_limited.iter().find(|k| &***k == kind))
+        .cloned();
+    BodySays {
+        quota,
+        retry_delay,
+        rate_limited,
+    }
+}
+
 /// The first configured code in `error.code` or `error.type`.
+#[cfg(test)]
 pub(super) fn quota_code<'c>(config: &'c QuotaConfig, body: &[u8]) -> Option<&'c str> {
     let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let error = value.get("error")?;
+    code_in(config, value.get("error")?)
+}
+
+/// The first configured code in `error.code` or `error.type`.
+fn code_in<'c>(config: &'c QuotaConfig, error: &serde_json::Value) -> Option<&'c str> {
     ["code", "type"]
         .iter()
         .filter_map(|field| error.get(field)?.as_str())

@@ -1,0 +1,242 @@
+//! The body presets through the layer under tokio's paused clock: Gemini's
+//! `RetryInfo` delay and per-day `QuotaFailure`, OpenRouter's retryable
+//! `402`; malformed bodies change nothing, and the caller gets the body
+//! byte for byte.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use retry_budget::trail::{EventKind, WaitBasis};
+use retry_budget::{Category, Outcome, Policy, Report};
+use tokio::time::Instant;
+use tower::{service_fn, ServiceBuilder, ServiceExt};
+use tower_retry_budget::quota::QuotaLayer;
+use tower_retry_budget::response_signal::HttpSignal;
+use tower_retry_budget::RetryBudgetLayer;
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+fn gemini(quota_id: &str, retry_delay: &str) -> String {
+    format!(
+        r#"{{"error":{{"code":429,"message":"You exceeded your current quota.","status":"RESOURCE_EXHAUSTED","details":[{{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"{quota_id}","quotaValue":"250"}}]}},{{"@type":"type.googleapis.com/google.rpc.Help","links":[]}},{{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"{retry_delay}"}}]}}}}"#
+    )
+}
+
+const PER_MINUTE: &str = "GenerateRequestsPerMinutePerProjectPerModel-FreeTier";
+const PER_DAY: &str = "GenerateRequestsPerDayPerProjectPerModel-FreeTier";
+const IN_FLIGHT: &str = r#"{"error":{"code":402,"message":"Retry shortly.","metadata":{"error_type":"in_flight_budget_exhausted","limit_source":"openrouter_in_flight_budget"}}}"#;
+const CREDITS: &str = r#"{"error":{"code":402,"message":"Insufficient credits.","metadata":{"error_type":"payment_required","limit_source":"openrouter_credits"}}}"#;
+
+/// The first response is `status` with `body` (JSON) and `headers`, every
+/// later one 200. Returns the report, the time taken, the upstream's
+/// count, and the body the caller received.
+async fn run(
+    quota: QuotaLayer,
+    status: u16,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (Report, Duration, usize, Bytes) {
+    let body = Bytes::from(body.to_owned());
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let inner = service_fn(move |_: Request<()>| {
+        let n = counter.fetch_add(1, Ordering::SeqCst);
+        let mut res = Response::builder()
+            .status(if n == 0 { status } else { 200 })
+            .header("content-type", "application/json");
+        if n == 0 {
+            for (name, value) in &headers {
+                res = res.header(name.as_str(), value.as_str());
+            }
+        }
+        let res = res
+            .body(Full::new(if n == 0 { body.clone() } else { Bytes::new() }))
+            .unwrap();
+        async move { Ok::<_, Infallible>(res) }
+    });
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryBudgetLayer::new(Policy::default())
+                .signal(HttpSignal)
+                .attempt_deadlines(),
+        )
+        .layer(quota)
+        .service(inner);
+    let started = Instant::now();
+    let response = client.oneshot(Request::new(())).await.unwrap();
+    let took = started.elapsed();
+    let report = response.extensions().get::<Report>().unwrap().clone();
+    let got = response.into_body().collect().await.unwrap().to_bytes();
+    (report, took, calls.load(Ordering::SeqCst), got)
+}
+
+fn basis(report: &Report) -> Vec<WaitBasis> {
+    report
+        .events
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::WaitPlanned { basis, .. } => Some(basis),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn gemini_waits_its_retry_delay_at_least() {
+    for (delay, wait) in [("53s", S(53)), ("1.5s", MS(1500)), ("3s", S(3))] {
+        let body = gemini(PER_MINUTE, delay);
+        let policy_budget_fits = wait < S(20);
+        let (report, took, calls, _) = run(QuotaLayer::gemini(), 429, &body, &[]).await;
+        if policy_budget_fits {
+            assert_eq!(
+                (report.outcome, took, calls),
+                (Outcome::Success, wait, 2),
+                "{delay}"
+            );
+            assert_eq!(
+                basis(&report),
+                vec![WaitBasis::ResetHeader { requested: wait }]
+            );
+        } else {
+            // Past the budget: stopped at once.
+            assert_eq!(
+                (report.outcome, took, calls),
+                (Outcome::BudgetExhausted, S(0), 1),
+                "{delay}"
+            );
+        }
+    }
+    // Without the preset the fallback (2 s) applies.
+    let body = gemini(PER_MINUTE, "3s");
+    let none = QuotaLayer::new(std::iter::empty::<&str>());
+    let (_, took, _, _) = run(none, 429, &body, &[]).await;
+    assert_eq!(took, S(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gemini_per_day_quota_ends_on_its_first_attempt() {
+    let body = gemini(PER_DAY, "22s");
+    let (report, took, calls, got) = run(QuotaLayer::gemini(), 429, &body, &[]).await;
+    assert_eq!(
+        (report.outcome, took, calls),
+        (Outcome::NotRetryable, S(0), 1)
+    );
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert!(report.events.iter().any(|e| matches!(
+        &e.kind,
+        EventKind::QuotaExhausted { code, .. } if &**code == PER_DAY
+    )));
+    assert_eq!(got, body.as_bytes());
+}
+
+#[tokio::test(start_paused = true)]
+async fn openrouter_retries_only_its_in_flight_402_with_a_delay() {
+    let (report, took, calls, got) = run(
+        QuotaLayer::openrouter(),
+        402,
+        IN_FLIGHT,
+        &[("retry-after", "1")],
+    )
+    .await;
+    assert_eq!((report.outcome, took, calls), (Outcome::Success, S(1), 2));
+    assert!(got.is_empty(), "the success's body");
+    // Without Retry-After: not a wait-and-retry case.
+    let (report, took, calls, got) = run(QuotaLayer::openrouter(), 402, IN_FLIGHT, &[]).await;
+    assert_eq!(
+        (report.outcome, took, calls),
+        (Outcome::NotRetryable, S(0), 1)
+    );
+    assert_eq!(got, IN_FLIGHT.as_bytes());
+    // Any other 402 is not retried, Retry-After or not: a quota.
+    let (report, took, calls, _) = run(
+        QuotaLayer::openrouter(),
+        402,
+        CREDITS,
+        &[("retry-after", "1")],
+    )
+    .await;
+    assert_eq!(
+        (report.outcome, took, calls),
+        (Outcome::NotRetryable, S(0), 1)
+    );
+    assert_eq!(report.category(), Some(Category::Quota));
+    // Without the preset the retryable 402 is not retried.
+    let none = QuotaLayer::new(std::iter::empty::<&str>());
+    let (_, _, calls, _) = run(none, 402, IN_FLIGHT, &[("retry-after", "1")]).await;
+    assert_eq!(calls, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_in_flight_402_past_the_budget_stops_at_once_as_a_rate_limit() {
+    let (report, took, calls, _) = run(
+        QuotaLayer::openrouter(),
+        402,
+        IN_FLIGHT,
+        &[("retry-after", "3600")],
+    )
+    .await;
+    assert_eq!(
+        (report.outcome, took, calls),
+        (Outcome::BudgetExhausted, S(0), 1)
+    );
+    assert_eq!(report.category(), Some(Category::RateLimit));
+}
+
+#[tokio::test(start_paused = true)]
+async fn malformed_bodies_change_nothing() {
+    let bad = [
+        String::new(),
+        "{".to_owned(),
+        "[]".to_owned(),
+        r#"{"error":"RESOURCE_EXHAUSTED"}"#.to_owned(),
+        r#"{"error":{"details":"PerDay"}}"#.to_owned(),
+        r#"{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":53}]}}"#.to_owned(),
+        r#"{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":{"quotaId":"PerDay"}}]}}"#.to_owned(),
+        r#"{"error":{"metadata":{"error_type":["in_flight_budget_exhausted"]}}}"#.to_owned(),
+        gemini(PER_MINUTE, "-5s"),
+        gemini(PER_MINUTE, "soon"),
+        gemini(PER_MINUTE, "\u{1f600}"),
+        "\u{0}\u{ff}".to_owned(),
+    ];
+    for body in &bad {
+        for quota in [QuotaLayer::gemini(), QuotaLayer::openrouter()] {
+            let (report, took, calls, _) = run(quota, 429, body, &[]).await;
+            assert_eq!(
+                (report.outcome, took, calls),
+                (Outcome::Success, S(2), 2),
+                "{body}"
+            );
+            assert!(
+                matches!(basis(&report)[0], WaitBasis::Fallback { .. }),
+                "{body}"
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cohere_trial_keys_monthly_limit_is_a_quota_its_minute_limit_is_not() {
+    const MONTH: &str = r#"{"message":"You are using a Trial key, which is limited to 1000 API calls / month. You can continue to use the Trial key for free."}"#;
+    const MINUTE: &str =
+        r#"{"message":"You are using a Trial key, which is limited to 40 API calls / minute."}"#;
+    let cohere = || QuotaLayer::for_provider(&tower_retry_budget::response_signal::COHERE);
+    let (report, took, calls, got) = run(cohere(), 429, MONTH, &[]).await;
+    assert_eq!(
+        (report.outcome, took, calls),
+        (Outcome::NotRetryable, S(0), 1)
+    );
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert_eq!(got, MONTH.as_bytes());
+    let (report, took, calls, _) = run(cohere(), 429, MINUTE, &[("retry-after", "1")]).await;
+    assert_eq!((report.outcome, took, calls), (Outcome::Success, S(1), 2));
+}
