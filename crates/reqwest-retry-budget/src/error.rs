@@ -81,7 +81,7 @@ impl Error {
     }
 
     /// Whether the action stopped before sending anything (`held_off`,
-    /// `budget_exhausted` before a first attempt).
+    /// `paced`, `budget_exhausted` before a first attempt).
     pub fn is_not_sent(&self) -> bool {
         self.0.is_not_sent()
     }

@@ -7,6 +7,7 @@ use std::task::{Context, Poll};
 use http::Extensions;
 use reqwest_middleware::{Middleware, Next};
 use tower::{Layer, Service};
+use tower_retry_budget::pace::Pacing;
 use tower_retry_budget::{may_retry, AttemptDeadline, Policy, RetryBudgetLayer};
 
 use crate::error::Error;
@@ -64,6 +65,14 @@ impl RetryBudgetMiddleware {
     /// state (budget, hold-off map, observer) with this middleware.
     pub fn from_layer(layer: RetryBudgetLayer) -> Self {
         Self { layer }
+    }
+
+    /// Paces first attempts by the quota the services announce on their
+    /// responses (off by default): the layer's
+    /// [`pace`](RetryBudgetLayer::pace).
+    #[must_use]
+    pub fn pace(self, pacing: Pacing) -> Self {
+        Self::from_layer(self.layer.pace(pacing))
     }
 
     /// The layer this middleware runs.

@@ -19,6 +19,7 @@ use tower_retry_budget::budget::ClientBudget;
 use tower_retry_budget::calendar::UntrustedCalendar;
 use tower_retry_budget::hold_off::HoldOff;
 use tower_retry_budget::observer::{ActionId, Event};
+use tower_retry_budget::pace::Pacing;
 use tower_retry_budget::response_signal::ResetSignal;
 use tower_retry_budget::{Jitter, ReportMode, RetryBudgetLayer};
 
@@ -360,6 +361,24 @@ async fn a_hold_off_keeps_the_next_request_to_that_host_from_being_sent() {
     let ours = Error::of(&error).unwrap();
     assert_eq!(ours.outcome(), Outcome::HeldOff);
     assert_eq!(script.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pacing_keeps_a_first_attempt_the_quota_has_no_room_for_from_being_sent() {
+    let script = Script::new(|_| {
+        let response = http::Response::builder()
+            .status(200)
+            .header("ratelimit", r#""default";r=0;t=30"#)
+            .header("ratelimit-policy", r#""default";q=10;w=30"#);
+        Ok(response.body("").unwrap())
+    });
+    let client = script.client(RetryBudgetMiddleware::new(Policy::default()).pace(Pacing::new()));
+    let first = client.get(URL).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    let error = client.get(URL).send().await.unwrap_err();
+    let ours = Error::of(&error).unwrap();
+    assert_eq!(ours.outcome(), Outcome::Paced);
+    assert_eq!(script.count(), 1, "nothing sent");
 }
 
 #[tokio::test(start_paused = true)]

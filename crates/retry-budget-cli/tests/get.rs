@@ -264,6 +264,27 @@ fn post_is_sent_once() {
 }
 
 #[test]
+fn the_quota_the_response_announced_is_told() {
+    let server = Server::start(|_| {
+        let mut reply = Reply::status(200);
+        reply
+            .headers
+            .push(("ratelimit", br#""default";r=7;t=30"#.to_vec()));
+        reply
+            .headers
+            .push(("ratelimit-policy", br#""default";q=10;w=60"#.to_vec()));
+        reply
+    });
+    let output = get(&[&server.url()]);
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("Quota announced: default (requests): 7 left of 10 per 60 s, resets in 30 s."),
+        "{err}"
+    );
+}
+
+#[test]
 fn status_503_is_not_retried() {
     let server = Server::start(|_| Reply::status(503).retry_after("1"));
     let output = get(&[&server.url()]);

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
+use crate::pace::PaceReason;
 use crate::policy::Secs;
 use crate::retry_after::Asked;
 use crate::{
@@ -135,6 +136,21 @@ pub enum EventKind {
             serde(rename = "until_s", serialize_with = "crate::secs::ser")
         )]
         until: Duration,
+    },
+    /// Before its first attempt, the action was paced: the quota the
+    /// service announced leaves no start before `until` (elapsed). Followed
+    /// by the wait ([`WaitBasis::Pace`]), or by the stop as
+    /// [`Outcome::Paced`] when the first attempt's reservation would not fit
+    /// after `until`: nothing is sent.
+    Paced {
+        /// The earliest start the quota allows.
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "until_s", serialize_with = "crate::secs::ser")
+        )]
+        until: Duration,
+        /// Which limit, what was left, when it resets.
+        reason: PaceReason,
     },
     /// The server forbade retrying the response of this attempt (gRPC: a
     /// negative or malformed `grpc-retry-pushback-ms`), although its status
@@ -312,6 +328,19 @@ pub enum WaitBasis {
     /// Before the first attempt: another action to the same service was
     /// asked to wait (429 with `Retry-After`), and this one honours it.
     HoldOff,
+    /// Before the first attempt: the quota the service announced leaves no
+    /// start before then (the [`EventKind::Paced`] just before names the
+    /// limit).
+    Pace {
+        /// What the pacer counted as left in the window.
+        left: u64,
+        /// When the window resets (elapsed).
+        #[cfg_attr(
+            feature = "serde",
+            serde(rename = "resets_at_s", serialize_with = "crate::secs::ser")
+        )]
+        resets_at: Duration,
+    },
     /// The server's delay from a rate-limit reset header (no usable
     /// `Retry-After`, or a shorter one), raised to the local floor if
     /// shorter (plus a [`EventKind::Spread`] just before, if any). The

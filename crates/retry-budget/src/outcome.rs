@@ -37,6 +37,11 @@ pub enum Outcome {
     /// `Retry-After`), and this action's first attempt could not wait that
     /// long inside its budget: nothing was sent.
     HeldOff,
+    /// The quota the service announced (remaining and reset, read from its
+    /// earlier responses) left no start for this action's first attempt
+    /// before a time after which that attempt would not fit in its budget:
+    /// nothing was sent (see [`Action::pace`](crate::Action::pace)).
+    Paced,
     /// A retry was due, but the request body went over the replay limit
     /// while it was sent, so a copy could not be sent in full: nothing more
     /// was sent (never a truncated body).
@@ -71,15 +76,16 @@ impl Outcome {
             Self::TransportError => "transport_error",
             Self::RetryThrottled => "retry_throttled",
             Self::HeldOff => "held_off",
+            Self::Paced => "paced",
             Self::NotReplayable => "not_replayable",
             Self::InvalidData => "invalid_data",
         }
     }
 
     /// Every outcome: those of one action, then those of many actions at
-    /// once (`retry_throttled`, `held_off`), `not_replayable`, then the
-    /// model's `invalid_data`.
-    pub const ALL: [Self; 12] = [
+    /// once (`retry_throttled`, `held_off`, `paced`), `not_replayable`, then
+    /// the model's `invalid_data`.
+    pub const ALL: [Self; 13] = [
         Self::Success,
         Self::NotRetryable,
         Self::BudgetExhausted,
@@ -90,6 +96,7 @@ impl Outcome {
         Self::TransportError,
         Self::RetryThrottled,
         Self::HeldOff,
+        Self::Paced,
         Self::NotReplayable,
         Self::InvalidData,
     ];

@@ -15,6 +15,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::pace::PaceReason;
 use crate::policy::Secs;
 use crate::trail::{EventKind, ResetRead, RetryAfterSeen, Trail};
 use crate::{Category, Outcome};
@@ -128,6 +129,36 @@ impl Report {
         Some(until.saturating_sub(self.elapsed))
     }
 
+    /// For an action [paced](crate::Action::pace) before its first
+    /// attempt (whether it then waited or stopped as
+    /// [`paced`](Outcome::Paced)): the limit that paced it (which, what was
+    /// left, when it resets).
+    pub fn paced(&self) -> Option<&PaceReason> {
+        self.paced_by().map(|(_, _, reason)| reason)
+    }
+
+    /// For a [`paced`](Outcome::Paced) action: how long the quota still
+    /// left no start when the action stopped. `None` for any other ending.
+    /// What a proxy passes on to its own caller as a `Retry-After`.
+    pub fn paced_left(&self) -> Option<Duration> {
+        if self.outcome != Outcome::Paced {
+            return None;
+        }
+        let (_, until, _) = self.paced_by()?;
+        Some(until.saturating_sub(self.elapsed))
+    }
+
+    /// The pace event: when, until when, and why.
+    fn paced_by(&self) -> Option<(Duration, Duration, &PaceReason)> {
+        self.events
+            .iter()
+            .rev()
+            .find_map(|event| match &event.kind {
+                EventKind::Paced { until, reason } => Some((event.at, *until, reason)),
+                _ => None,
+            })
+    }
+
     /// The category of the ending: `None` for `success` (and for the
     /// model's `invalid_data`), otherwise what kind of failure or ending it
     /// was, from the outcome and the last status. A `held_off` action sent
@@ -140,7 +171,7 @@ impl Report {
             Outcome::Cancelled => Some(Category::Cancelled),
             Outcome::AttemptTimeout => Some(Category::Timeout),
             Outcome::TransportError => Some(Category::Transport),
-            Outcome::HeldOff => Some(Category::RateLimit),
+            Outcome::HeldOff | Outcome::Paced => Some(Category::RateLimit),
             Outcome::NotRetryable if self.quota_code().is_some() => Some(Category::Quota),
             Outcome::NotRetryable
             | Outcome::BudgetExhausted
@@ -210,6 +241,7 @@ impl Report {
             Outcome::RetryThrottled => "Stopped: the client's shared retry budget refused the next request.".into(),
             Outcome::NotReplayable => "Stopped: the request body is larger than the replay limit, so it cannot be sent again.".into(),
             Outcome::HeldOff => "Stopped: the service asked this client to wait longer than the budget allows; nothing was sent.".into(),
+            Outcome::Paced => "Stopped: the quota the service announced leaves no start before the budget runs out; nothing was sent.".into(),
             Outcome::InvalidData => "Stopped: the given data cannot be replayed.".into(),
         }
     }
@@ -313,6 +345,17 @@ impl Report {
     }
 
     fn lines_after_status(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let (Outcome::Paced, Some((at, until, reason))) = (self.outcome, self.paced_by()) {
+            write!(
+                f,
+                "\nLimit {}: {} left (announced {}), resets in {}; no start before {} more.",
+                reason.limit,
+                reason.left,
+                reason.announced,
+                Secs(reason.resets_at.saturating_sub(at)),
+                Secs(until.saturating_sub(at))
+            )?;
+        }
         if let Some(wait) = self.held_off_for() {
             write!(
                 f,

@@ -37,6 +37,7 @@ pub const fn kind_name(kind: &EventKind) -> &'static str {
         EventKind::TransportFailed { .. } => "transport_failed",
         EventKind::RetryRefused { .. } => "retry_refused",
         EventKind::HeldOff { .. } => "held_off",
+        EventKind::Paced { .. } => "paced",
         EventKind::RetryForbidden { .. } => "retry_forbidden",
         EventKind::Translated { .. } => "translated",
         EventKind::StatusAfterData { .. } => "status_after_data",
@@ -61,6 +62,7 @@ pub const fn basis_name(basis: &WaitBasis) -> &'static str {
         WaitBasis::Fallback { .. } => "fallback",
         WaitBasis::FallbackJittered { .. } => "fallback_jittered",
         WaitBasis::HoldOff => "hold_off",
+        WaitBasis::Pace { .. } => "pace",
         WaitBasis::ResetHeader { .. } => "reset_header",
     }
 }
@@ -80,6 +82,11 @@ impl fmt::Display for WaitReason<'_> {
                 Secs(*unjittered)
             ),
             WaitBasis::HoldOff => f.write_str("hold-off: the service asked this client to wait"),
+            WaitBasis::Pace { left, resets_at } => write!(
+                f,
+                "pace: {left} left of the announced quota until its reset at {}",
+                Secs(*resets_at)
+            ),
             WaitBasis::ResetHeader { requested } => {
                 write!(f, "reset header asked {}", Secs(*requested))
             }
@@ -119,6 +126,7 @@ impl<'a> Note<'a> {
             | EventKind::RetryAfterMs { .. }
             | EventKind::ShouldRetry { .. }
             | EventKind::QuotaExhausted { .. }
+            | EventKind::Paced { .. }
             | EventKind::SharedStoreUnavailable => Some(Self(kind)),
             _ => None,
         }
@@ -179,6 +187,20 @@ impl fmt::Display for Note<'_> {
             EventKind::QuotaExhausted { code, .. } => write!(
                 f,
                 "the body says the quota is used up ({code}): not retried"
+            ),
+            EventKind::Paced { until, reason } => write!(
+                f,
+                "paced by limit {}: {} left (announced {}), resets at {}; no start before {}{}",
+                reason.limit,
+                reason.left,
+                reason.announced,
+                Secs(reason.resets_at),
+                Secs(*until),
+                if reason.clamped {
+                    " (clamped to the maximum hold)"
+                } else {
+                    ""
+                }
             ),
             EventKind::SharedStoreUnavailable => f.write_str(
                 "the shared hold-off store is unavailable: only this process's hold-offs apply",

@@ -57,7 +57,7 @@ impl<S, B> Ctx<S, B> {
     }
 
     /// Opens the action on `request`, before its first attempt: what the
-    /// extras say first (a shared store down, a hold on the service), then
+    /// extras say first (a shared store down, a hold on the service, a pace), then
     /// the first attempt's start. Returns the core's decision.
     pub(crate) fn open(&mut self, request: Request<B>) -> Decision {
         self.template = Some(request);
@@ -70,6 +70,14 @@ impl<S, B> Ctx<S, B> {
             // The service asked the client to wait: the core decides
             // whether the first attempt waits or is never sent.
             decision = self.step(|action, now| action.hold_off(now, until));
+        }
+        if let Some((until, reason)) = before.paced {
+            // The quota the service announced leaves no start before
+            // `until`: the core decides whether the first attempt waits or
+            // is never sent (a hold-off that ends later stands).
+            if !matches!(decision, Decision::Stop(_)) {
+                decision = self.step(|action, now| action.pace(now, until, &reason));
+            }
         }
         if decision == Decision::StartNow {
             decision = self.step(|action, now| action.attempt_started(now));
@@ -145,6 +153,8 @@ impl<S, B> Ctx<S, B> {
         let (headers, extensions) = (response.headers(), response.extensions());
         let mut signal = self.config.read(response.status(), headers, extensions);
         let config = &self.config;
+        self.extras
+            .head(headers, &mut || config.calendar_reading(headers));
         let answer = signal.answer(|| config.calendar_reading(headers), Some(extensions));
         let answer = self.extras.answer(answer);
         self.step(|action, now| action.respond(now, answer))

@@ -20,7 +20,9 @@ pub enum ErrorKind<E> {
     /// The action stopped before its first attempt was sent, so there is no
     /// response to return: the service had asked the client to wait longer
     /// than the action's budget allows (`held_off`, see
-    /// [`HoldOff`](crate::hold_off::HoldOff)), or the budget ran out while the first
+    /// [`HoldOff`](crate::hold_off::HoldOff)), or the quota it announced
+    /// leaves no start in time (`paced`, see
+    /// [`Pacing`](crate::pace::Pacing)), or the budget ran out while the first
     /// attempt waited for that hold-off or for the inner service
     /// (`budget_exhausted`), or the policy leaves no room for a first
     /// attempt. The report says which.

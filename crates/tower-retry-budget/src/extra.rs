@@ -17,10 +17,11 @@
 use std::any::TypeId;
 use std::sync::Arc;
 use std::task::Context;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use http::request::Parts;
-use http::Extensions;
+use http::{Extensions, HeaderMap};
+use retry_budget::pace::PaceReason;
 use retry_budget::trail::Event;
 use retry_budget::{Action, Answer, ClientEffects, Decision, Report};
 
@@ -63,6 +64,10 @@ pub(crate) trait ActionExtra: Send + Sync {
     /// An attempt is about to be sent with these extensions.
     fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {}
 
+    /// The head of every response of an attempt (any status), before the
+    /// core hears it; `calendar` reads the trusted calendar clock.
+    fn head(&mut self, _headers: &HeaderMap, _calendar: &mut dyn FnMut() -> Option<SystemTime>) {}
+
     /// What it adds to the answer a response gives the core.
     fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
         answer
@@ -87,12 +92,15 @@ pub(crate) trait ActionExtra: Send + Sync {
 }
 
 /// What the extras tell the core before the first attempt.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct BeforeFirst {
     /// A shared store the action's state depends on is down.
     pub(crate) store_down: bool,
     /// The first attempt waits until this elapsed time.
     pub(crate) held_until: Option<Duration>,
+    /// The announced quota allows no first attempt before this elapsed
+    /// time, because of this limit.
+    pub(crate) paced: Option<(Duration, PaceReason)>,
 }
 
 /// The layer's list of extras, in the order they hear each moment, and
@@ -282,6 +290,18 @@ impl Extras {
         }
     }
 
+    /// See [`ActionExtra::head`].
+    #[inline]
+    pub(crate) fn head(
+        &mut self,
+        headers: &HeaderMap,
+        calendar: &mut dyn FnMut() -> Option<SystemTime>,
+    ) {
+        if let Some(part) = &mut self.part {
+            part.head(headers, calendar);
+        }
+    }
+
     /// See [`ActionExtra::answer`].
     #[inline]
     pub(crate) fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
@@ -321,13 +341,18 @@ impl Extras {
 struct Many(Vec<Box<dyn ActionExtra>>);
 
 impl ActionExtra for Many {
-    /// Any store down; the latest hold.
+    /// Any store down; the latest hold; the latest pace.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         let mut before = BeforeFirst::default();
         for part in &mut self.0 {
             let said = part.before_first(clock);
             before.store_down |= said.store_down;
             before.held_until = before.held_until.max(said.held_until);
+            if let Some((until, reason)) = said.paced {
+                if before.paced.as_ref().is_none_or(|(held, _)| until > *held) {
+                    before.paced = Some((until, reason));
+                }
+            }
         }
         before
     }
@@ -357,6 +382,12 @@ impl ActionExtra for Many {
     fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
         for part in &mut self.0 {
             part.attempt(extensions, action);
+        }
+    }
+
+    fn head(&mut self, headers: &HeaderMap, calendar: &mut dyn FnMut() -> Option<SystemTime>) {
+        for part in &mut self.0 {
+            part.head(headers, calendar);
         }
     }
 

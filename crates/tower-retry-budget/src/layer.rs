@@ -18,6 +18,7 @@ use crate::cancel::Cancellation;
 use crate::extra::ExtraList;
 use crate::hold_off::HoldOff;
 use crate::observer::{Observer, SharedObserver};
+use crate::pace::Pacing;
 use crate::report_slot::SlotExtra;
 use crate::response_signal::{HttpSignal, RetrySignal, Signal};
 use crate::RetryBudget;
@@ -241,6 +242,21 @@ impl RetryBudgetLayer {
     /// service gave another action: see [`HoldOff`].
     pub fn hold_off(self, hold_off: HoldOff) -> Self {
         self.with(|c| c.extras.set(hold_off))
+    }
+
+    /// Paces first attempts by the quota the services announce on their
+    /// responses (`RateLimit`, `X-RateLimit-*`, ...): see [`Pacing`]. Off
+    /// by default; retries are never paced.
+    ///
+    /// ```
+    /// use tower_retry_budget::pace::Pacing;
+    /// use tower_retry_budget::{Policy, RetryBudgetLayer};
+    ///
+    /// let layer = RetryBudgetLayer::new(Policy::default()).pace(Pacing::new());
+    /// # let _ = layer;
+    /// ```
+    pub fn pace(self, pacing: Pacing) -> Self {
+        self.with(|c| c.extras.set(pacing))
     }
 
     /// Seeds the jitter of every action from `seed` (the n-th action gets

@@ -264,6 +264,7 @@ pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
 pub mod observer;
+pub mod pace;
 pub mod quota;
 mod report_slot;
 mod request;

@@ -84,7 +84,14 @@ pub async fn fetch_to(
     };
     announce(console, &target, &policy, &options.policy);
     let (origin, result) = act(request, tls, &target, &options, policy, console).await;
-    let end = read_end(result, out.as_mut(), (policy, origin), &cancel, console).await;
+    let end = read_end(
+        result,
+        out.as_mut(),
+        (policy, origin),
+        (&cancel, options.trusted_clock),
+        console,
+    )
+    .await;
     let left = watcher.left();
     drop(watcher);
     console.clear();
@@ -205,6 +212,8 @@ async fn act(
 /// outcome of an error that came without a report (the error's own).
 struct End {
     report: Option<Report>,
+    /// The quota the final response announced, in words.
+    quota: Vec<String>,
     body: BodyRead,
     unreported: Option<Outcome>,
 }
@@ -215,12 +224,13 @@ async fn read_end(
     result: Result<Response<Body>, Error<hyper_util::client::legacy::Error>>,
     out: Option<&mut Out>,
     (policy, origin): (Policy, tokio::time::Instant),
-    cancel: &CancellationToken,
+    (cancel, trusted_clock): (&CancellationToken, bool),
     console: &Console,
 ) -> End {
     match result {
         Ok(response) => {
             let report = response.extensions().get::<Report>().cloned();
+            let quota = super::quota::lines(response.headers(), trusted_clock);
             let body = match out {
                 Some(out) => {
                     // The body is part of the action: it is read under the
@@ -237,6 +247,7 @@ async fn read_end(
             };
             End {
                 report,
+                quota,
                 body,
                 unreported: None,
             }
@@ -253,6 +264,7 @@ async fn read_end(
             });
             End {
                 report,
+                quota: Vec::new(),
                 body: BodyRead::not_read(),
                 unreported: Some(error.outcome()),
             }
@@ -265,6 +277,7 @@ async fn read_end(
 fn tell_end(console: &Console, end: End, left: Option<Leave>, json: bool) -> ExitCode {
     let End {
         report,
+        quota,
         body,
         unreported,
     } = end;
@@ -274,6 +287,9 @@ fn tell_end(console: &Console, end: End, left: Option<Leave>, json: bool) -> Exi
             console.line(&report.to_string());
         }
         None => console.line("retry-budget: the layer returned no report"),
+    }
+    for line in &quota {
+        console.line(line);
     }
     if let Some(line) = body.describe() {
         console.line(&line);

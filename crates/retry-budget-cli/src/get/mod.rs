@@ -37,6 +37,7 @@
 //! | `final_body.rs` | the final response's body, read inside the budget |
 //! | `finish.rs` | how a `get` ended, as its exit status |
 //! | `progress.rs` | the live steps on stderr (also `demo`'s) |
+//! | `quota.rs` | the quota the final response announced, in words |
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,6 +59,7 @@ mod fetch;
 pub mod final_body;
 pub mod finish;
 pub mod progress;
+mod quota;
 
 pub use fetch::{fetch, fetch_to, Output};
 

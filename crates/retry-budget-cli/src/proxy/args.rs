@@ -9,9 +9,13 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use http::HeaderName;
+use retry_budget::pace::{LimitKind, PacerConfig, QuotaReader};
+use retry_budget::reset::ResetFormat;
 use retry_budget::{ratio::Ratio, Policy};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
+use tower_retry_budget::pace::Pacing;
 use tower_retry_budget::quota::QuotaLayer;
 use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
 
@@ -62,6 +66,22 @@ pub struct Args {
     /// share (a tenant, or a hash of the API token; never the token itself).
     #[arg(long, value_name = "NAME", requires = "hold_off_redis")]
     hold_off_namespace: Option<String>,
+    /// Turn pacing off: first attempts no longer wait for the quota the
+    /// upstream announces on its responses (`RateLimit`,
+    /// `X-RateLimit-Remaining`/`-Reset`, the AI providers' headers), and
+    /// the 429s it would have spared are spent.
+    #[arg(long)]
+    no_pace: bool,
+    /// Also pace by an operator-named pair of headers: the remaining count
+    /// and the reset, in the format named (`x-remaining,x-reset=unix`).
+    /// Repeatable.
+    #[arg(
+        long = "pace-header",
+        value_name = "REMAINING,RESET=seconds|unix|duration|rfc3339",
+        value_parser = parse_pace_header,
+        conflicts_with = "no_pace"
+    )]
+    pace_headers: Vec<PaceHeader>,
     /// Budget requests that arrive with `retry-budget-attempt` greater than
     /// 1 (retries of a proxy below) too. Without it they are forwarded once,
     /// so that retries do not multiply across proxies.
@@ -165,6 +185,9 @@ pub struct ProxyConfig {
     pub hold_off: bool,
     /// Where the hold-off is shared with other proxies, if anywhere.
     pub hold_off_redis: Option<RedisStore>,
+    /// How first attempts are paced by the quota the upstream announces,
+    /// unless `--no-pace`.
+    pub pacing: Option<Pacing>,
     /// Whether retries of a proxy below (or of an SDK) are budgeted too.
     pub retry_retries: bool,
     /// The writes declared safe to repeat (`--idempotent-path`).
@@ -217,6 +240,7 @@ impl Args {
             .then(|| asked.signal(tower_retry_budget::response_signal::HttpSignal));
         let client_budget = self.client_budget()?;
         let hold_off_redis = self.hold_off_redis()?;
+        let pacing = self.pacing();
         self.check()?;
         Ok(ProxyConfig {
             upstream: self.upstream.http2(self.upstream_http2),
@@ -231,6 +255,7 @@ impl Args {
             client_budget,
             hold_off: !self.no_hold_off,
             hold_off_redis,
+            pacing,
             retry_retries: self.retry_retries,
             idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
             drain: self.drain.unwrap_or(self.budget.budget),
@@ -259,6 +284,31 @@ impl Args {
         ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
             .map(Some)
             .map_err(|e| format!("--retry-ratio: {e}"))
+    }
+
+    /// The pacing, unless `--no-pace`: every field the core reads, the
+    /// operator's pairs, resets held at most `--max-hold`.
+    fn pacing(&self) -> Option<Pacing> {
+        if self.no_pace {
+            return None;
+        }
+        let reader = self.pace_headers.iter().fold(
+            QuotaReader::new().max_hold(self.max_hold),
+            |reader, pair| {
+                reader.pair(
+                    pair.remaining.as_str(),
+                    pair.remaining.as_str(),
+                    pair.reset.as_str(),
+                    pair.format,
+                    LimitKind::Requests,
+                )
+            },
+        );
+        let config = PacerConfig {
+            max_hold: self.max_hold,
+            ..PacerConfig::default()
+        };
+        Some(Pacing::new().reader(reader).config(config))
     }
 
     /// The shared hold-off's store, if `--hold-off-redis`.
@@ -307,6 +357,43 @@ impl Args {
     }
 }
 
+/// A `--pace-header`: the remaining and reset headers of one limit, and
+/// how the reset is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaceHeader {
+    remaining: HeaderName,
+    reset: HeaderName,
+    format: ResetFormat,
+}
+
+/// `REMAINING,RESET=FORMAT`.
+fn parse_pace_header(text: &str) -> Result<PaceHeader, String> {
+    let expected = || {
+        format!(
+            "expected REMAINING,RESET=FORMAT (e.g. x-remaining,x-reset=unix; FORMAT one of \
+             seconds, unix, duration, rfc3339), not {text:?}"
+        )
+    };
+    let (names, format) = text.split_once('=').ok_or_else(expected)?;
+    let (remaining, reset) = names.split_once(',').ok_or_else(expected)?;
+    let name = |name: &str| {
+        HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| format!("{:?} is not a valid header name", name.trim()))
+    };
+    let format = match format.trim() {
+        "seconds" => ResetFormat::Seconds,
+        "unix" => ResetFormat::Unix,
+        "duration" => ResetFormat::Duration,
+        "rfc3339" => ResetFormat::Rfc3339,
+        _ => return Err(expected()),
+    };
+    Ok(PaceHeader {
+        remaining: name(remaining)?,
+        reset: name(reset)?,
+        format,
+    })
+}
+
 /// An `--idempotent-path`: an absolute path, no query.
 fn parse_idempotent_path(text: &str) -> Result<String, String> {
     if !text.starts_with('/') || text.contains(['?', '#']) || text.contains(char::is_whitespace) {
@@ -336,6 +423,43 @@ mod tests {
     }
 
     #[test]
+    fn pace_headers_name_a_pair_and_its_format() {
+        assert_eq!(
+            parse_pace_header(" x-remaining , X-Reset = unix").unwrap(),
+            PaceHeader {
+                remaining: HeaderName::from_static("x-remaining"),
+                reset: HeaderName::from_static("x-reset"),
+                format: ResetFormat::Unix,
+            }
+        );
+        for bad in [
+            "x-remaining=unix",
+            "x-remaining,x-reset",
+            "a,b=weeks",
+            "a b,c=unix",
+            ",c=unix",
+        ] {
+            assert!(parse_pace_header(bad).is_err(), "{bad}");
+        }
+        let with = config(&[
+            "--upstream",
+            "http://127.0.0.1:9/",
+            "--pace-header",
+            "x-left,x-reset=seconds",
+        ])
+        .unwrap();
+        assert!(with.pacing.is_some());
+        assert!(config(&[
+            "--upstream",
+            "http://127.0.0.1:9/",
+            "--no-pace",
+            "--pace-header",
+            "x-left,x-reset=seconds",
+        ])
+        .is_err());
+    }
+
+    #[test]
     fn defaults_are_loopback_and_the_policy_defaults() {
         let config = config(&["--upstream", "http://127.0.0.1:9/"]).unwrap();
         assert_eq!(config.listen, "127.0.0.1:15001".parse().unwrap());
@@ -344,6 +468,7 @@ mod tests {
         assert_eq!(config.policy, Policy::default());
         assert_eq!(config.drain, Policy::default().total_budget());
         assert!(config.client_budget.is_some() && config.hold_off);
+        assert!(config.pacing.is_some(), "pacing is on by default");
         assert!(config.reset.is_none(), "no reset header read unless asked");
         assert!(!config.retry_retries && config.concurrency.is_none());
         assert_eq!(config.log_format, LogFormat::Text);
@@ -428,6 +553,7 @@ mod tests {
             "4",
             "--no-client-budget",
             "--no-hold-off",
+            "--no-pace",
             "--retry-retries",
             "--drain",
             "5s",
@@ -449,6 +575,7 @@ mod tests {
         assert_eq!(config.policy.min_wait(), Duration::from_millis(500));
         assert_eq!(config.concurrency, NonZeroUsize::new(4));
         assert!(config.client_budget.is_none() && !config.hold_off && config.retry_retries);
+        assert!(config.pacing.is_none());
         assert_eq!(config.drain, Duration::from_secs(5));
         assert_eq!(config.log_format, LogFormat::Json);
         assert!(!config.trusted_clock);

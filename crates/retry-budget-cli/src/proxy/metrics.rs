@@ -9,8 +9,9 @@
 //! | `retry_budget_action_duration_seconds` | histogram | each report's elapsed time |
 //! | `retry_budget_upstream_attempts_total{attempt="first"\|"retry"}` | counter | `attempt_started` |
 //! | `retry_budget_upstream_responses_total{status}` | counter | `response` |
-//! | `retry_budget_wait_seconds{basis}` | histogram | `wait_planned` (server, reset_header, fallback, hold_off) |
+//! | `retry_budget_wait_seconds{basis}` | histogram | `wait_planned` (server, reset_header, fallback, hold_off, pace) |
 //! | `retry_budget_hold_offs_total{result="waited"\|"stopped"}` | counter | a hold-off wait planned, or `held_off` |
+//! | `retry_budget_paces_total{result="waited"\|"stopped"}` | counter | a first attempt paced by the announced quota: waited, or `paced` (stopped unsent) |
 //! | `retry_budget_retries_throttled_total` | counter | `retry_refused` (the client-wide budget) |
 //! | `retry_budget_actions_in_flight` | gauge | first event to `stopped` |
 //! | `retry_budget_actions_waiting` | gauge | `wait_planned` to `woke` (or the end) |
@@ -36,7 +37,7 @@ use prometheus_client::registry::{Registry, Unit};
 use retry_budget::{
     trail::{Event, EventKind, WaitBasis},
     trail_text::basis_name,
-    Report,
+    Outcome, Report,
 };
 use tower_retry_budget::{
     hold_off::HoldOff,
@@ -143,6 +144,7 @@ struct Inner {
     responses: Family<StatusLabels, Counter>,
     waits: HistogramFamily<WaitLabels>,
     hold_offs: Family<HoldOffLabels, Counter>,
+    paces: Family<HoldOffLabels, Counter>,
     throttled: Counter,
     in_flight: Gauge,
     waiting: Gauge,
@@ -207,6 +209,11 @@ impl Inner {
             "hold_offs",
             "First attempts held back by the shared hold-off: waited, or stopped unsent",
             self.hold_offs.clone(),
+        );
+        self.registry.register(
+            "paces",
+            "First attempts paced by the quota the upstream announced: waited, or stopped unsent",
+            self.paces.clone(),
         );
         self.registry.register(
             "retries_throttled",
@@ -287,6 +294,7 @@ impl Metrics {
             responses: Family::default(),
             waits: Family::new_with_constructor(wait_histogram),
             hold_offs: Family::default(),
+            paces: Family::default(),
             throttled: Counter::default(),
             in_flight: Gauge::default(),
             waiting: Gauge::default(),
@@ -381,6 +389,11 @@ impl Metrics {
                         .get_or_create(&HoldOffLabels { result: "waited" })
                         .inc();
                 }
+                if matches!(basis, WaitBasis::Pace { .. }) {
+                    m.paces
+                        .get_or_create(&HoldOffLabels { result: "waited" })
+                        .inc();
+                }
                 // The core's name, a jittered fallback counted as a fallback.
                 let basis = match basis {
                     WaitBasis::FallbackJittered { .. } => "fallback",
@@ -406,7 +419,12 @@ impl Metrics {
             EventKind::RetryRefused { .. } => {
                 m.throttled.inc();
             }
-            EventKind::Stopped { .. } => {
+            EventKind::Stopped { outcome } => {
+                if *outcome == Outcome::Paced {
+                    m.paces
+                        .get_or_create(&HoldOffLabels { result: "stopped" })
+                        .inc();
+                }
                 if state.waiting {
                     m.waiting.dec();
                 }
@@ -576,6 +594,47 @@ mod tests {
             "retry_budget_actions_in_flight 0",
             "retry_budget_actions_waiting 0",
             "retry_budget_retries_throttled_total 0",
+        ] {
+            assert!(text.contains(line), "missing {line}:\n{text}");
+        }
+    }
+
+    /// One action paced 2 s then sent, one stopped as `paced`.
+    #[test]
+    fn paced_actions_are_counted_by_basis_and_outcome() {
+        use retry_budget::pace::{LimitKind, PaceReason, PaceRule};
+        let s = Duration::from_secs;
+        let reason = PaceReason {
+            limit: "default".into(),
+            kind: LimitKind::Requests,
+            announced: 0,
+            left: 0,
+            resets_at: s(2),
+            rule: PaceRule::Exhausted,
+            clamped: false,
+        };
+        let metrics = Metrics::new();
+        let mut waited = Action::new(Policy::default());
+        waited.pace(s(0), s(2), &reason);
+        waited.timer_woke(s(2));
+        waited.attempt_started(s(2));
+        waited.response(s(3), 200, &RetryAfter::Missing, None);
+        let mut stopped = Action::new(Policy::default());
+        stopped.pace(s(0), s(30), &reason);
+        for (id, action) in [(1, waited), (2, stopped)] {
+            for event in action.events() {
+                metrics.event(id, event);
+            }
+            metrics.report(&action.into_report().unwrap());
+        }
+        let text = metrics.encode();
+        for line in [
+            "retry_budget_wait_seconds_count{basis=\"pace\"} 1",
+            "retry_budget_wait_seconds_sum{basis=\"pace\"} 2.0",
+            "retry_budget_paces_total{result=\"waited\"} 1",
+            "retry_budget_paces_total{result=\"stopped\"} 1",
+            "retry_budget_actions_total{outcome=\"paced\",category=\"rate_limit\"} 1",
+            "retry_budget_actions_in_flight 0",
         ] {
             assert!(text.contains(line), "missing {line}:\n{text}");
         }

@@ -17,7 +17,7 @@ use super::relay_body::RelayBody;
 pub const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts");
 /// `retry-budget-outcome`: on every response, how the action ended.
 pub const OUTCOME: HeaderName = HeaderName::from_static("retry-budget-outcome");
-/// `retry-after-ms`: a `held_off` answer's wait, in milliseconds.
+/// `retry-after-ms`: a `held_off` or `paced` answer's wait, in milliseconds.
 pub const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 
 /// The proxy's own outcome when the caller's request body broke.
@@ -93,7 +93,9 @@ pub fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
     let status = match error.kind() {
         ErrorKind::Inner(_) => StatusCode::BAD_GATEWAY,
         ErrorKind::AttemptTimeout => StatusCode::GATEWAY_TIMEOUT,
-        ErrorKind::NotSent if outcome == Outcome::HeldOff => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::NotSent if matches!(outcome, Outcome::HeldOff | Outcome::Paced) => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     let text = match (error.kind(), report) {
@@ -114,11 +116,13 @@ pub fn failed<E: std::fmt::Display>(error: &Error<E>) -> Response<ProxyBody> {
     response
 }
 
-/// For a `held_off` action: how long the upstream's hold-off still runs
-/// (the core's [`Report::held_off_left`]), as a `Retry-After` in whole
-/// seconds and a `retry-after-ms` in whole milliseconds, each rounded up.
+/// For a `held_off` or `paced` action: how long the upstream's hold-off
+/// or announced quota still keeps a first attempt back (the core's
+/// [`Report::held_off_left`], [`Report::paced_left`]), as a `Retry-After`
+/// in whole seconds and a `retry-after-ms` in whole milliseconds, each
+/// rounded up.
 fn held_off_for(report: &Report) -> Option<(HeaderValue, HeaderValue)> {
-    let left = report.held_off_left()?;
+    let left = report.held_off_left().or_else(|| report.paced_left())?;
     let secs = left
         .as_secs()
         .saturating_add(u64::from(left.subsec_nanos() > 0));

@@ -44,6 +44,7 @@ use tower_retry_budget::{
     calendar::UntrustedCalendar,
     hold_off::HoldOff,
     is_budgeted,
+    pace::Pacing,
     quota::{Quota, QuotaLayer},
     response_signal::ResetSignal,
     BudgetThis, RetryBudget, RetryBudgetLayer,
@@ -81,6 +82,8 @@ pub struct Shared {
     /// The TLS configuration (roots read once, not once per worker).
     tls: Arc<rustls::ClientConfig>,
     hold_off: Option<HoldOff>,
+    /// The pacers of the upstream (one per authority), unless `--no-pace`.
+    pacing: Option<Pacing>,
     /// `--concurrency`: one limit over all workers.
     concurrency: Option<Arc<Semaphore>>,
     metrics: Metrics,
@@ -106,6 +109,7 @@ impl Shared {
         Ok(Self {
             tls,
             hold_off,
+            pacing: config.pacing.clone(),
             concurrency: config
                 .concurrency
                 .map(|n| Arc::new(Semaphore::new(n.get()))),
@@ -211,6 +215,9 @@ impl Stack {
         }
         if let Some(map) = &self.shared.hold_off {
             layer = layer.hold_off(map.clone());
+        }
+        if let Some(pacing) = &self.shared.pacing {
+            layer = layer.pace(pacing.clone());
         }
         let mark: fn(Request<UpstreamBody>) -> Request<UpstreamBody> = budget_it;
         let below = self.quota.layer(self.below.clone());

@@ -23,6 +23,7 @@
 use std::time::Duration;
 
 use super::{reservation_end, Action, Phase};
+use crate::pace::PaceReason;
 use crate::trail::{EventKind, WaitBasis};
 use crate::{ClientEffects, Decision, Outcome};
 
@@ -128,6 +129,84 @@ impl Action {
                 self.push(now, EventKind::HeldOff { until });
                 self.stop(now, Outcome::HeldOff)
             }
+        }
+    }
+
+    /// Before the first attempt: the quota the service announced (read by
+    /// a [`QuotaReader`](crate::pace::QuotaReader), admitted by a
+    /// [`Pacer`](crate::pace::Pacer)) allows no start before elapsed
+    /// `until`, because of the limit `reason` names.
+    ///
+    /// * `until <= now`: nothing to honour, the standing decision stands;
+    /// * the first attempt's full cap still fits after `until`: an
+    ///   [`EventKind::Paced`] naming the limit, a wait with basis
+    ///   [`WaitBasis::Pace`], [`Decision::WaitUntil`]`(until)`;
+    /// * otherwise the [`EventKind::Paced`] and a stop at once as
+    ///   [`Outcome::Paced`]: nothing is sent.
+    ///
+    /// Accepted while waiting for a [hold-off](Self::hold_off) (the later
+    /// instant is kept: a pace that ends before the hold-off changes
+    /// nothing). Ignored once an attempt has started: retries are never
+    /// paced, they wait what their response asked.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Decision, Outcome, Policy};
+    /// use retry_budget::pace::{LimitKind, PaceReason, PaceRule};
+    ///
+    /// let s = Duration::from_secs;
+    /// let reason = PaceReason {
+    ///     limit: "default".into(),
+    ///     kind: LimitKind::Requests,
+    ///     announced: 0,
+    ///     left: 0,
+    ///     resets_at: s(2),
+    ///     rule: PaceRule::Exhausted,
+    ///     clamped: false,
+    /// };
+    /// let mut waits = Action::new(Policy::default());
+    /// assert_eq!(waits.pace(s(0), s(2), &reason), Decision::WaitUntil(s(2)));
+    /// assert_eq!(waits.timer_woke(s(2)), Decision::StartNow);
+    ///
+    /// // 17 + 4 > 20: the first attempt could not finish inside the budget.
+    /// let mut stops = Action::new(Policy::default());
+    /// assert_eq!(stops.pace(s(0), s(17), &reason), Decision::Stop(Outcome::Paced));
+    /// assert_eq!(stops.attempts_started(), 0);
+    /// ```
+    pub fn pace(&mut self, now: Duration, until: Duration, reason: &PaceReason) -> Decision {
+        let now = self.observe(now);
+        let from = match self.phase {
+            _ if self.attempts_started > 0 || until <= now => return self.decision(),
+            Phase::Ready => now,
+            // A hold-off wait: only a later instant changes it.
+            Phase::Waiting { from, until: held } if until > held => from,
+            _ => return self.decision(),
+        };
+        self.push(
+            now,
+            EventKind::Paced {
+                until,
+                reason: reason.clone(),
+            },
+        );
+        match reservation_end(&self.policy, until) {
+            Some(reservation_end) => {
+                self.phase = Phase::Waiting { from, until };
+                self.push(
+                    now,
+                    EventKind::WaitPlanned {
+                        wait: until.saturating_sub(now),
+                        until,
+                        reservation_end,
+                        basis: WaitBasis::Pace {
+                            left: reason.left,
+                            resets_at: reason.resets_at,
+                        },
+                    },
+                );
+                self.decision()
+            }
+            None => self.stop(now, Outcome::Paced),
         }
     }
 

@@ -40,6 +40,7 @@ impl ActionExtra for Keyed {
                 .store_health()
                 .is_some_and(|health| !health.available),
             held_until: self.map.until(&self.key).map(|until| clock.since(until)),
+            ..BeforeFirst::default()
         }
     }
 

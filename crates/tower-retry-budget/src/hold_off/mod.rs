@@ -1,6 +1,6 @@
 //! [`HoldOff`]: a `Retry-After` honoured by the whole client, bounded in time and space.
 
-mod authority;
+pub(crate) mod authority;
 mod config;
 mod extra;
 mod handle;
