@@ -71,10 +71,11 @@ use std::time::{Duration, SystemTime};
 use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
-use crate::trail::{Event, EventKind, Trail, WaitBasis};
+use crate::trail::{EventKind, Trail, WaitBasis};
 use crate::trail_details;
-use crate::{retry_after::RetryAfter, Answer, Decision, Jitter, Outcome, Policy, Report};
+use crate::{retry_after::RetryAfter, Answer, Decision, Jitter, Outcome, Policy};
 
+mod reading;
 mod shared;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -308,7 +309,7 @@ impl Action {
     /// of the valid `Retry-After` values (several fields or a list: the
     /// longest counts) and of the reset headers; it is read whatever
     /// happens next, so that the report's
-    /// [`server_requested_wait`](Report::server_requested_wait) is always
+    /// [`server_requested_wait`](crate::Report::server_requested_wait) is always
     /// the last response's. Without one, the local fallback applies. A
     /// [spread](crate::PolicyBuilder::spread) is added on top of a server's
     /// delay.
@@ -555,55 +556,6 @@ impl Action {
             return self.stop(now, Outcome::TransportError);
         }
         self.attempt_failed(now, Outcome::TransportError)
-    }
-
-    /// The trail so far.
-    pub fn events(&self) -> &[Event] {
-        self.events.as_slice()
-    }
-
-    /// The trail so far, as the [`Trail`] the report will carry: its
-    /// [`len`](Trail::len) and [`get`](Trail::get) read it without writing
-    /// a first answer's events out (see [`Trail`]).
-    pub fn trail(&self) -> &Trail {
-        &self.events
-    }
-
-    /// The report, once the action has stopped.
-    pub fn report(&self) -> Option<Report> {
-        self.clone().into_report()
-    }
-
-    /// The report, once the action has stopped, moving the trail instead of
-    /// copying it. Returns `None` (and drops the action) if it has not.
-    pub fn into_report(mut self) -> Option<Report> {
-        self.take_report()
-    }
-
-    /// The report, once the action has stopped, moving the trail out of
-    /// the action (which keeps its state, with an empty trail). `None`, and
-    /// nothing moved, if it has not stopped. For a caller that owns the
-    /// action in place (a future's state) and ends it once.
-    pub fn take_report(&mut self) -> Option<Report> {
-        let Phase::Stopped { outcome, at } = self.phase else {
-            return None;
-        };
-        // Both totals follow from the trail (each attempt ends, and each
-        // wait is left, with an event that says when).
-        let (request_time, wait_time) = self.events.times();
-        Some(Report {
-            outcome,
-            last_status: self.last_status,
-            attempts_started: self.attempts_started,
-            max_attempts: self.policy.max_attempts(),
-            elapsed: at,
-            request_time,
-            wait_time,
-            server_requested_wait: self.server_requested_wait,
-            attempt_cap: self.policy.attempt_cap(),
-            events: std::mem::take(&mut self.events),
-            shared_with: 0,
-        })
     }
 
     /// The transport failed at `now` while the caller made it ready for the

@@ -41,7 +41,8 @@
 //! | `asked_delay.rs` | which delay a response asks for (a pure function) |
 //! | `jitter.rs` | the local fallback wait and its jitter |
 //! | `action.rs` | the budget rule (the state machine) |
-//! | `action/shared.rs` | its inputs from the state a client's actions share (hold-off, shared refusal, shared store) |
+//! | `action/reading.rs` | what it tells of its trail and, once stopped, its report |
+//! | `action/shared.rs` | its inputs from the state a client's actions share (hold-off, pacing, shared refusal, shared store) |
 //! | `decision.rs` | what the action tells its caller to do next |
 //! | `client_effects.rs` | what the caller tells the client's shared state, each effect once |
 //! | `event.rs` | the events of the trail (public as [`trail`]) |
