@@ -383,30 +383,7 @@ impl Metrics {
                         .clone()
                 });
             }
-            EventKind::WaitPlanned { wait, basis, .. } => {
-                if *basis == WaitBasis::HoldOff {
-                    m.hold_offs
-                        .get_or_create(&HoldOffLabels { result: "waited" })
-                        .inc();
-                }
-                if matches!(basis, WaitBasis::Pace { .. }) {
-                    m.paces
-                        .get_or_create(&HoldOffLabels { result: "waited" })
-                        .inc();
-                }
-                // The core's name, a jittered fallback counted as a fallback.
-                let basis = match basis {
-                    WaitBasis::FallbackJittered { .. } => "fallback",
-                    other => basis_name(other),
-                };
-                m.waits
-                    .get_or_create(&WaitLabels { basis })
-                    .observe(wait.as_secs_f64());
-                if !state.waiting {
-                    state.waiting = true;
-                    m.waiting.inc();
-                }
-            }
+            EventKind::WaitPlanned { wait, basis, .. } => wait_planned(m, state, *wait, basis),
             EventKind::Woke { .. } | EventKind::CallerLeft { .. } if state.waiting => {
                 state.waiting = false;
                 m.waiting.dec();
@@ -539,6 +516,34 @@ impl Observer for Metrics {
 
     fn on_report(&self, id: ActionId, report: &Report) {
         self.report_of(id.0, report);
+    }
+}
+
+/// A planned wait of one action: its basis counted (a hold-off's or a
+/// pace's wait among them), its length observed, the action counted as
+/// waiting.
+fn wait_planned(m: &Inner, state: &mut Running, wait: std::time::Duration, basis: &WaitBasis) {
+    if *basis == WaitBasis::HoldOff {
+        m.hold_offs
+            .get_or_create(&HoldOffLabels { result: "waited" })
+            .inc();
+    }
+    if matches!(basis, WaitBasis::Pace { .. }) {
+        m.paces
+            .get_or_create(&HoldOffLabels { result: "waited" })
+            .inc();
+    }
+    // The core's name, a jittered fallback counted as a fallback.
+    let basis = match basis {
+        WaitBasis::FallbackJittered { .. } => "fallback",
+        other => basis_name(other),
+    };
+    m.waits
+        .get_or_create(&WaitLabels { basis })
+        .observe(wait.as_secs_f64());
+    if !state.waiting {
+        state.waiting = true;
+        m.waiting.inc();
     }
 }
 
