@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use retry_budget::pace::{
-    Admission, LimitKind, PaceRule, Pacer, PacerConfig, Placement, QuotaState,
+    Admission, FleetWindow, LimitKind, PaceRule, Pacer, PacerConfig, Placement, QuotaState,
 };
 
 fn ms(n: u64) -> Duration {
@@ -370,4 +370,72 @@ fn the_reason_is_written_for_the_trail() {
             "clamped": false,
         })
     );
+}
+
+#[test]
+fn the_fleet_shares_the_windows_of_request_limits_only() {
+    let mut p = pacer(exact());
+    assert_eq!(p.fleet_windows(ms(0)), vec![]);
+    p.admit(ms(0));
+    p.observe(
+        ms(0),
+        ms(50),
+        &[requests(7, ms(2000)), tokens(0, ms(60_000))],
+    );
+    assert_eq!(
+        p.fleet_windows(ms(60)),
+        vec![FleetWindow {
+            limit: "default".to_owned(),
+            announced: 7,
+            resets_at: ms(2050),
+        }]
+    );
+    // Past its reset, a window is no longer shared.
+    assert_eq!(p.fleet_windows(ms(2050)), vec![]);
+}
+
+#[test]
+fn a_window_the_fleet_spent_holds_the_start_until_its_end() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    p.admit(ms(0));
+    let state = QuotaState {
+        quota: Some(10),
+        window: Some(ms(2000)),
+        ..requests(5, ms(2000))
+    };
+    p.observe(ms(0), ms(100), &[state]);
+    // Locally 5 are left: at once.
+    let admission = p.admit(ms(100));
+    assert_eq!(admission.at, ms(100));
+    // The fleet has none left for 1.5 s (by Redis's clock): not before.
+    let again = p.fleet_spent("default", ms(100), ms(1500), &admission);
+    assert_eq!(again.at, ms(1600));
+    let why = again.reason.expect("paced by the fleet's window");
+    assert_eq!(
+        (
+            why.limit.as_str(),
+            why.announced,
+            why.left,
+            why.resets_at,
+            why.rule
+        ),
+        ("default", 0, 0, ms(1600), PaceRule::Exhausted)
+    );
+    // The start given back and placed again counts once: nine more fit
+    // in the window after the fleet's, the eleventh goes to the next one.
+    assert_eq!(ats(&mut p, ms(100), 9), vec![ms(1600); 9]);
+    assert_eq!(p.admit(ms(100)).at, ms(3600));
+}
+
+#[test]
+fn a_fleet_window_longer_than_the_maximum_hold_is_clamped() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    p.observe(ms(0), ms(10), &[requests(3, ms(1000))]);
+    let admission = p.admit(ms(10));
+    let again = p.fleet_spent("default", ms(10), Duration::MAX, &admission);
+    assert!(again.at <= ms(10) + exact().max_hold);
 }

@@ -51,6 +51,11 @@
 //!   one lowered in the same window; the earliest reset announced within
 //!   one window is its end; a state expires at its reset, so an upstream
 //!   that stops sending the fields is no longer paced.
+//! * A fleet of clients shares one count: before a first attempt is
+//!   sent, the caller takes one from the fleet's count of each window
+//!   [`Pacer::fleet_windows`] names (a shared store, outside the core);
+//!   a window the fleet has spent is told back with
+//!   [`Pacer::fleet_spent`], which admits the attempt again.
 //! * No start is placed further than the maximum hold from the moment it
 //!   was asked for.
 //!
@@ -101,7 +106,7 @@ mod vendor;
 
 pub use admission::{Admission, PaceReason, PaceRule};
 pub use limit::{HeldLimit, SAME_WINDOW};
-pub use pacer::{Pacer, PacerConfig, Placement, DEFAULT_SPREAD, MAX_STARTS};
+pub use pacer::{FleetWindow, Pacer, PacerConfig, Placement, DEFAULT_SPREAD, MAX_STARTS};
 pub use reader::{QuotaReader, DEFAULT_MAX_HOLD};
 pub use state::{
     LimitKind, QuotaIgnored, QuotaNote, QuotaReading, QuotaState, MAX_LIMITS, MAX_NAME_LEN,

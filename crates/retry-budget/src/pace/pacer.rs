@@ -8,6 +8,19 @@ use super::limit::HeldLimit;
 use super::reader::DEFAULT_MAX_HOLD;
 use super::state::{LimitKind, QuotaState};
 
+/// One window of a request limit that a fleet of clients shares: what a
+/// first attempt about to start spends, for the caller to take from the
+/// fleet's shared count (see [`Pacer::fleet_windows`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetWindow {
+    /// The limit's name.
+    pub limit: String,
+    /// The remaining count the server last announced.
+    pub announced: u64,
+    /// When the window resets (elapsed).
+    pub resets_at: Duration,
+}
+
 /// The default [spread](PacerConfig::spread) after a reset.
 pub const DEFAULT_SPREAD: Duration = Duration::from_millis(100);
 
@@ -174,6 +187,54 @@ impl Pacer {
         if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
             self.starts.remove(i);
         }
+    }
+
+    /// The windows a first attempt starting at `now` spends, which a fleet
+    /// of clients takes from one shared count (each client's pacer sees
+    /// only its own starts): every request limit held at `now`. Token
+    /// limits are never shared: a request's token cost is unknown.
+    pub fn fleet_windows(&self, now: Duration) -> Vec<FleetWindow> {
+        let now = now.max(self.latest);
+        self.limits
+            .iter()
+            .filter(|l| l.kind == LimitKind::Requests && l.resets_at > now)
+            .map(|l| FleetWindow {
+                limit: l.name.clone(),
+                announced: l.remaining,
+                resets_at: l.resets_at,
+            })
+            .collect()
+    }
+
+    /// The fleet's shared count says the window of request limit `limit`
+    /// is spent, for `window_left` from `now`: the limit is held with
+    /// nothing left until then (as if a response sent at `now` had said
+    /// so; a window ends no later than the maximum hold), the start
+    /// recorded for `admission` is given back, and the first attempt is
+    /// admitted again.
+    pub fn fleet_spent(
+        &mut self,
+        limit: &str,
+        now: Duration,
+        window_left: Duration,
+        admission: &Admission,
+    ) -> Admission {
+        let now = self.see(now);
+        let held = self
+            .limits
+            .iter()
+            .find(|l| l.kind == LimitKind::Requests && l.name == limit);
+        let state = QuotaState {
+            name: limit.to_owned(),
+            kind: LimitKind::Requests,
+            remaining: 0,
+            reset: window_left,
+            quota: held.and_then(|l| l.quota),
+            window: held.and_then(|l| l.window),
+        };
+        self.release(admission);
+        self.observe(now, now, &[state]);
+        self.admit(now)
     }
 
     /// Where limit `i` places a start asked for at `now`, if it paces it.
