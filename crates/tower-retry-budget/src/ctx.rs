@@ -6,7 +6,7 @@
 #![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
 use std::sync::Arc;
-use std::task::Context;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
@@ -14,7 +14,7 @@ use retry_budget::{Action, Decision, Report};
 
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
-use crate::extra::Extras;
+use crate::extra::{Extras, Paced};
 use crate::layer::{Config, ReportMode};
 use crate::request;
 
@@ -58,7 +58,9 @@ impl<S, B> Ctx<S, B> {
 
     /// Opens the action on `request`, before its first attempt: what the
     /// extras say first (a shared store down, a hold on the service, a pace), then
-    /// the first attempt's start. Returns the core's decision.
+    /// the first attempt's start, unless an extra asks first
+    /// ([`Decision::StartNow`]: the future asks it, see
+    /// [`poll_first`](Self::poll_first)). Returns the core's decision.
     pub(crate) fn open(&mut self, request: Request<B>) -> Decision {
         self.template = Some(request);
         let before = self.extras.before_first(&mut self.clock);
@@ -79,10 +81,19 @@ impl<S, B> Ctx<S, B> {
                 decision = self.step(|action, now| action.pace(now, until, &reason));
             }
         }
-        if decision == Decision::StartNow {
+        if decision == Decision::StartNow && !before.asks {
             decision = self.step(|action, now| action.attempt_started(now));
         }
         decision
+    }
+
+    /// Whether the first attempt, about to be sent, may go (a later
+    /// attempt always may): see [`ActionExtra::poll_first`](crate::extra::ActionExtra::poll_first).
+    pub(crate) fn poll_first(&mut self, cx: &mut Context<'_>) -> Poll<Paced> {
+        if self.action.attempts_started() > 0 {
+            return Poll::Ready(None);
+        }
+        self.extras.poll_first(cx, &mut self.clock)
     }
 
     /// Whether the caller has gone (an extra watching its token says so).

@@ -16,7 +16,7 @@
 
 use std::any::TypeId;
 use std::sync::Arc;
-use std::task::Context;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use http::request::Parts;
@@ -42,6 +42,15 @@ pub(crate) trait ActionExtra: Send + Sync {
     /// Before the first attempt: what the core must be told first.
     fn before_first(&mut self, _clock: &mut Clock) -> BeforeFirst {
         BeforeFirst::default()
+    }
+
+    /// Just before the first attempt is sent (after any wait), if
+    /// [`before_first`](Self::before_first) or a wait said it asks:
+    /// `Ready(None)`, it may go; `Ready(Some(paced))`, not before that
+    /// instant, because of that limit (the core decides); `Pending`, still
+    /// asking (a shared store), and `cx` is woken with the answer.
+    fn poll_first(&mut self, _cx: &mut Context<'_>, _clock: &mut Clock) -> Poll<Paced> {
+        Poll::Ready(None)
     }
 
     /// Whether it hears the trail's events ([`event`](Self::event)).
@@ -91,6 +100,9 @@ pub(crate) trait ActionExtra: Send + Sync {
     fn deliver(&mut self, _extensions: &mut Extensions, _report: &Report, _clock: &mut Clock) {}
 }
 
+/// A pace: not before this elapsed time, because of this limit.
+pub(crate) type Paced = Option<(Duration, PaceReason)>;
+
 /// What the extras tell the core before the first attempt.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct BeforeFirst {
@@ -100,7 +112,11 @@ pub(crate) struct BeforeFirst {
     pub(crate) held_until: Option<Duration>,
     /// The announced quota allows no first attempt before this elapsed
     /// time, because of this limit.
-    pub(crate) paced: Option<(Duration, PaceReason)>,
+    pub(crate) paced: Paced,
+    /// The first attempt is sent only once
+    /// [`poll_first`](ActionExtra::poll_first) says so (a fleet's shared
+    /// allowance is asked).
+    pub(crate) asks: bool,
 }
 
 /// The layer's list of extras, in the order they hear each moment, and
@@ -275,6 +291,13 @@ impl Extras {
             .map_or_else(BeforeFirst::default, |part| part.before_first(clock))
     }
 
+    /// See [`ActionExtra::poll_first`].
+    pub(crate) fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
+        self.part
+            .as_mut()
+            .map_or(Poll::Ready(None), |part| part.poll_first(cx, clock))
+    }
+
     /// See [`ActionExtra::effects`].
     pub(crate) fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
         if let Some(part) = &mut self.part {
@@ -348,6 +371,7 @@ impl ActionExtra for Many {
             let said = part.before_first(clock);
             before.store_down |= said.store_down;
             before.held_until = before.held_until.max(said.held_until);
+            before.asks |= said.asks;
             if let Some((until, reason)) = said.paced {
                 if before.paced.as_ref().is_none_or(|(held, _)| until > *held) {
                     before.paced = Some((until, reason));
@@ -355,6 +379,28 @@ impl ActionExtra for Many {
             }
         }
         before
+    }
+
+    /// Every part asked (each registers its waker); the latest pace.
+    fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
+        let mut pending = false;
+        let mut paced: Paced = None;
+        for part in &mut self.0 {
+            match part.poll_first(cx, clock) {
+                Poll::Pending => pending = true,
+                Poll::Ready(Some((until, reason))) => {
+                    if paced.as_ref().is_none_or(|(held, _)| until > *held) {
+                        paced = Some((until, reason));
+                    }
+                }
+                Poll::Ready(None) => {}
+            }
+        }
+        match paced {
+            Some(paced) => Poll::Ready(Some(paced)),
+            None if pending => Poll::Pending,
+            None => Poll::Ready(None),
+        }
     }
 
     fn listens(&self) -> bool {

@@ -210,10 +210,22 @@ where
                     ready_wait: false,
                 }
             }
+            // An extra asks before the first attempt is sent (a fleet's
+            // shared allowance): sent once it answers, on the clone, made
+            // ready then, no later than the latest start.
+            Decision::StartNow => {
+                drop(std::mem::replace(inner, ctx.service.clone()));
+                let latest = ctx.action.latest_start();
+                self.timer = ctx.clock.at(latest).map(tokio::time::sleep_until);
+                State::Between {
+                    response: None,
+                    ready_wait: true,
+                }
+            }
             // The core refused even the first attempt: obey, send nothing.
             // The action has ended: the caller's token is no longer
             // watched (the first poll returns this error, and only it).
-            Decision::Stop(_) | Decision::StartNow => State::Done {
+            Decision::Stop(_) => State::Done {
                 error: Some(ctx.finish_error(ErrorKind::NotSent)),
             },
         };
@@ -304,20 +316,32 @@ where
                 }
                 StateProj::Between {
                     ready_wait: true, ..
-                } => match this.ctx.service.poll_ready(cx) {
-                    Poll::Ready(Ok(())) => this.ctx.step(|action, now| action.attempt_started(now)),
-                    Poll::Ready(Err(error)) => {
-                        this.ctx.step(|action, now| action.readiness_failed(now));
-                        return Poll::Ready(self.end(Err(ErrorKind::Inner(error))));
-                    }
-                    Poll::Pending => {
-                        if !fired(this.timer.as_mut(), cx) {
-                            return Poll::Pending;
+                } => match this.ctx.poll_first(cx) {
+                    // An extra's answer for a first attempt: the core
+                    // decides whether it waits or is never sent.
+                    Poll::Ready(Some((until, reason))) => this
+                        .ctx
+                        .step(|action, now| action.pace(now, until, &reason)),
+                    Poll::Pending if !fired(this.timer.as_mut(), cx) => return Poll::Pending,
+                    // Still no answer at the latest start: the core decides.
+                    Poll::Pending => this.ctx.step(|action, now| action.transport_not_ready(now)),
+                    Poll::Ready(None) => match this.ctx.service.poll_ready(cx) {
+                        Poll::Ready(Ok(())) => {
+                            this.ctx.step(|action, now| action.attempt_started(now))
                         }
-                        // Still not ready at the latest start: the core
-                        // decides.
-                        this.ctx.step(|action, now| action.transport_not_ready(now))
-                    }
+                        Poll::Ready(Err(error)) => {
+                            this.ctx.step(|action, now| action.readiness_failed(now));
+                            return Poll::Ready(self.end(Err(ErrorKind::Inner(error))));
+                        }
+                        Poll::Pending => {
+                            if !fired(this.timer.as_mut(), cx) {
+                                return Poll::Pending;
+                            }
+                            // Still not ready at the latest start: the core
+                            // decides.
+                            this.ctx.step(|action, now| action.transport_not_ready(now))
+                        }
+                    },
                 },
                 StateProj::Done { error } => {
                     return Poll::Ready(Err(error

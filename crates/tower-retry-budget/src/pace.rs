@@ -12,7 +12,11 @@
 //! that. Retries are never paced: a retry waits what its response asked.
 //!
 //! One [`Pacing`] is shared by every action of the layer; a clone shares
-//! the same pacers (between layers, say).
+//! the same pacers (between layers, say). Across processes (a fleet of
+//! proxies with one API token), [`Pacing::shared`] (feature `redis`) takes
+//! each window's allowance from one count on Redis before a first attempt
+//! is sent, so that the fleet together starts no more than the remaining
+//! announced; Redis unreachable, each process paces alone.
 //!
 //! ```
 //! use std::time::Duration;
@@ -49,6 +53,8 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+#[cfg(feature = "redis")]
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
 use http::request::Parts;
@@ -59,6 +65,11 @@ use tokio::time::Instant;
 
 use crate::clock::{elapsed_since, instant_at, Clock};
 use crate::extra::{ActionExtra, BeforeFirst, Extra};
+#[cfg(feature = "redis")]
+use crate::hold_off::{RedisAllowance, StoreHealth};
+
+#[cfg(feature = "redis")]
+mod fleet;
 use crate::hold_off::authority::authority_in;
 
 /// The default number of upstreams paced at once (see
@@ -78,6 +89,9 @@ struct Inner {
     reader: QuotaReader,
     config: PacerConfig,
     capacity: usize,
+    /// The fleet's shared allowance, if any.
+    #[cfg(feature = "redis")]
+    fleet: Option<RedisAllowance>,
     /// The elapsed zero of every pacer: the first time one is used.
     origin: OnceLock<Instant>,
     pacers: Mutex<HashMap<String, Pacer>>,
@@ -117,6 +131,8 @@ impl Pacing {
                 reader,
                 config,
                 capacity,
+                #[cfg(feature = "redis")]
+                fleet: None,
                 origin: OnceLock::new(),
                 pacers: Mutex::new(HashMap::new()),
             }),
@@ -128,14 +144,16 @@ impl Pacing {
     /// pacing: call before cloning.
     #[must_use]
     pub fn reader(self, reader: QuotaReader) -> Self {
-        Self::with(reader, self.inner.config, self.inner.capacity)
+        let new = Self::with(reader, self.inner.config, self.inner.capacity);
+        self.rebuilt(new)
     }
 
     /// The pacers' settings (spread, placement, token threshold, maximum
     /// hold). A new, unshared pacing: call before cloning.
     #[must_use]
     pub fn config(self, config: PacerConfig) -> Self {
-        Self::with(self.inner.reader.clone(), config, self.inner.capacity)
+        let new = Self::with(self.inner.reader.clone(), config, self.inner.capacity);
+        self.rebuilt(new)
     }
 
     /// At most `capacity` upstreams are paced at once: when full, an
@@ -144,7 +162,51 @@ impl Pacing {
     /// before cloning.
     #[must_use]
     pub fn capacity(self, capacity: usize) -> Self {
-        Self::with(self.inner.reader.clone(), self.inner.config, capacity)
+        let new = Self::with(self.inner.reader.clone(), self.inner.config, capacity);
+        self.rebuilt(new)
+    }
+
+    /// `new`, with the fleet's allowance of `self` (if any).
+    #[cfg_attr(not(feature = "redis"), allow(unused_mut, clippy::unused_self))]
+    fn rebuilt(&self, mut new: Self) -> Self {
+        #[cfg(feature = "redis")]
+        if let Some(inner) = Arc::get_mut(&mut new.inner) {
+            inner.fleet.clone_from(&self.inner.fleet);
+        }
+        new
+    }
+
+    /// Shares each window's allowance with every process whose pacing is
+    /// shared on the same Redis store (URL and namespace; see
+    /// [`RedisAllowance`], whose documentation describes what is kept in
+    /// Redis): before a new action's first attempt is sent, once its
+    /// pacer admits it, one is taken from the fleet's count of each request
+    /// limit's window; a window the fleet has spent goes back to the
+    /// pacer, which holds the attempt until its end (or stops it as
+    /// `paced` when it does not fit its budget). Redis down, refusing or
+    /// slow: the process paces alone, and
+    /// [`store_health`](Self::store_health) says so. A new, unshared
+    /// pacing: call before cloning.
+    #[cfg(feature = "redis")]
+    #[must_use]
+    pub fn shared(self, allowance: RedisAllowance) -> Self {
+        let mut new = Self::with(
+            self.inner.reader.clone(),
+            self.inner.config,
+            self.inner.capacity,
+        );
+        if let Some(inner) = Arc::get_mut(&mut new.inner) {
+            inner.fleet = Some(allowance);
+        }
+        new
+    }
+
+    /// The health of the fleet's shared allowance, if the pacing is
+    /// [shared](Self::shared): `available` is whether its last take
+    /// reached Redis.
+    #[cfg(feature = "redis")]
+    pub fn store_health(&self) -> Option<StoreHealth> {
+        self.inner.fleet.as_ref().map(RedisAllowance::health)
     }
 
     /// The limits held for upstream `key` (an authority such as
@@ -202,6 +264,8 @@ impl Extra for Pacing {
             key,
             admission: None,
             sent_at: None,
+            #[cfg(feature = "redis")]
+            asking: fleet::Asking::default(),
         }))
     }
 }
@@ -214,6 +278,9 @@ struct Paced {
     key: String,
     admission: Option<Admission>,
     sent_at: Option<Duration>,
+    /// The fleet's answer for the first attempt, when shared.
+    #[cfg(feature = "redis")]
+    asking: fleet::Asking,
 }
 
 impl ActionExtra for Paced {
@@ -231,8 +298,47 @@ impl ActionExtra for Paced {
         self.admission = Some(admission);
         BeforeFirst {
             paced,
+            asks: self.asks(),
             ..BeforeFirst::default()
         }
+    }
+
+    /// A shared pacing asks the fleet before the first attempt is sent, if
+    /// its pacer holds a window to share.
+    #[cfg(feature = "redis")]
+    fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<crate::extra::Paced> {
+        let Some(allowance) = self.pacing.inner.fleet.as_ref() else {
+            return Poll::Ready(None);
+        };
+        if let fleet::Asking::Idle = self.asking {
+            let now = self.pacing.now();
+            let windows = self
+                .pacing
+                .with_pacer(&self.key, |pacer| pacer.fleet_windows(now))
+                .unwrap_or_default();
+            if windows.is_empty() {
+                return Poll::Ready(None);
+            }
+            self.asking.start(allowance, &self.key, now, windows);
+        }
+        let Some((limit, window_left)) = std::task::ready!(self.asking.poll(cx)) else {
+            return Poll::Ready(None);
+        };
+        let (Some(admission), now) = (self.admission.take(), self.pacing.now()) else {
+            return Poll::Ready(None);
+        };
+        // The pacer decides again, with the fleet's word.
+        let Some(again) = self.pacing.with_pacer(&self.key, |pacer| {
+            pacer.fleet_spent(&limit, now, window_left, &admission)
+        }) else {
+            return Poll::Ready(None);
+        };
+        let paced = again.reason.clone().and_then(|reason| {
+            let at = instant_at(self.pacing.origin(), again.at)?;
+            Some((clock.since(at), reason))
+        });
+        self.admission = Some(again);
+        Poll::Ready(paced)
     }
 
     fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {
@@ -266,6 +372,25 @@ impl ActionExtra for Paced {
         self.pacing.with_pacer(&self.key, |pacer| {
             pacer.observe(sent_at, received_at, &reading.states);
         });
+    }
+}
+
+impl Paced {
+    /// Whether the first attempt waits for the fleet's answer.
+    #[cfg(feature = "redis")]
+    fn asks(&self) -> bool {
+        self.pacing.inner.fleet.is_some()
+            && self
+                .pacing
+                .lock()
+                .get(&self.key)
+                .is_some_and(|pacer| !pacer.fleet_windows(self.pacing.now()).is_empty())
+    }
+
+    #[cfg(not(feature = "redis"))]
+    #[allow(clippy::unused_self)]
+    const fn asks(&self) -> bool {
+        false
     }
 }
 

@@ -394,3 +394,175 @@ async fn many_takes_at_once_from_two_processes_grant_exactly_the_allowance() {
     lefts.sort_unstable();
     assert_eq!(lefts, (0..37).collect::<Vec<u64>>(), "each one taken once");
 }
+
+/// A fixed-window limiter of `QUOTA` requests per `WINDOW` (real time),
+/// answering after 20 ms with the current draft's `RateLimit` fields (`t`
+/// rounded up, as servers do) on every response, and a 429 with
+/// `Retry-After` past the quota. Counts its 429s.
+#[derive(Clone)]
+struct Limiter {
+    origin: std::time::Instant,
+    state: std::sync::Arc<std::sync::Mutex<(u128, u64)>>,
+    too_many: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+const QUOTA: u64 = 10;
+const WINDOW: Duration = Duration::from_secs(2);
+
+impl Limiter {
+    fn new() -> Self {
+        Self {
+            origin: std::time::Instant::now(),
+            state: Default::default(),
+            too_many: Default::default(),
+        }
+    }
+
+    fn too_many(&self) -> u64 {
+        self.too_many.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Counts one request: its status and fields.
+    fn count(&self) -> http::Response<()> {
+        let elapsed = self.origin.elapsed();
+        let window = elapsed.as_millis() / WINDOW.as_millis();
+        let left_ms = (window + 1) * WINDOW.as_millis() - elapsed.as_millis();
+        let t = left_ms.div_ceil(1000);
+        let mut state = self.state.lock().unwrap();
+        if state.0 != window {
+            *state = (window, 0);
+        }
+        state.1 += 1;
+        let over = state.1 > QUOTA;
+        let remaining = QUOTA.saturating_sub(state.1);
+        drop(state);
+        let mut response = http::Response::builder()
+            .header("ratelimit", format!(r#""default";r={remaining};t={t}"#))
+            .header("ratelimit-policy", format!(r#""default";q={QUOTA};w=2"#));
+        if over {
+            self.too_many
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            response = response.status(429).header("retry-after", t.to_string());
+        }
+        response.body(()).unwrap()
+    }
+}
+
+impl tower::Service<http::Request<()>> for Limiter {
+    type Response = http::Response<()>;
+    type Error = std::convert::Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _request: http::Request<()>) -> Self::Future {
+        let response = self.count();
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Ok(response)
+        })
+    }
+}
+
+/// A "process" of the fleet: a pacing shared on `server` in `namespace`
+/// (each with a connection of its own).
+fn shared_pacing(server: &RedisServer, namespace: &str) -> tower_retry_budget::pace::Pacing {
+    tower_retry_budget::pace::Pacing::new().shared(process(server, namespace))
+}
+
+/// Sends `per_client` GETs from each of `clients` concurrent clients of
+/// every process in `fleet` to `limiter`; returns how many succeeded.
+async fn run_fleet(
+    fleet: &[tower_retry_budget::pace::Pacing],
+    limiter: &Limiter,
+    clients: usize,
+    per_client: usize,
+) -> usize {
+    use tower::{ServiceBuilder, ServiceExt};
+    let mut tasks = Vec::new();
+    for pacing in fleet {
+        let service = ServiceBuilder::new()
+            .layer(
+                tower_retry_budget::RetryBudgetLayer::new(retry_budget::Policy::default())
+                    .pace(pacing.clone()),
+            )
+            .service(limiter.clone());
+        for _ in 0..clients {
+            let service = service.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut ok = 0;
+                for _ in 0..per_client {
+                    let request = http::Request::get("http://api.test/x").body(()).unwrap();
+                    let answer = service.clone().oneshot(request).await;
+                    if answer.is_ok_and(|r| r.status() == 200) {
+                        ok += 1;
+                    }
+                }
+                ok
+            }));
+        }
+    }
+    let mut ok = 0;
+    for task in tasks {
+        ok += task.await.unwrap();
+    }
+    ok
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_paced_layers_sharing_redis_together_stay_within_the_window() {
+    let Some(server) = RedisServer::start().await else {
+        return;
+    };
+    let ns = namespace("fleet-pacing");
+    let fleet = [shared_pacing(&server, &ns), shared_pacing(&server, &ns)];
+    let limiter = Limiter::new();
+    // 6 clients in all, 5 actions each: 30 actions, three windows' worth.
+    let ok = run_fleet(&fleet, &limiter, 3, 5).await;
+    assert_eq!(ok, 30);
+    // The first wave (6, below the quota) knows nothing; from then on the
+    // fleet takes each window's allowance from one count. Two pacers that
+    // did not share would each spend the whole window (6 429s here when
+    // tried).
+    assert!(limiter.too_many() <= 2, "{} 429s", limiter.too_many());
+    for pacing in &fleet {
+        let health = pacing.store_health().expect("shared");
+        assert!(health.available && health.published > 0, "{health:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_stopped_mid_run_the_paced_fleet_goes_on_alone() {
+    let Some(mut server) = RedisServer::start().await else {
+        return;
+    };
+    let ns = namespace("fleet-pacing-stopped");
+    let fleet = [shared_pacing(&server, &ns), shared_pacing(&server, &ns)];
+    let limiter = Limiter::new();
+    let run = {
+        let (fleet, limiter) = (fleet.clone(), limiter.clone());
+        tokio::spawn(async move { run_fleet(&fleet, &limiter, 3, 5).await })
+    };
+    // Once the fleet has taken from Redis, Redis goes away.
+    eventually("the fleet takes from Redis", || async {
+        fleet
+            .iter()
+            .all(|p| p.store_health().is_some_and(|h| h.published > 0))
+    })
+    .await;
+    server.kill();
+    // Every action still succeeds: no request is refused because Redis is
+    // down (each process paces alone, 429s retried).
+    assert_eq!(run.await.unwrap(), 30);
+    for pacing in &fleet {
+        let health = pacing.store_health().expect("shared");
+        assert!(!health.available && health.failures > 0, "{health:?}");
+    }
+}
