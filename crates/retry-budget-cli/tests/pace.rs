@@ -1,14 +1,20 @@
 //! Pacing through a real `retry-budget proxy` on loopback: on by default,
 //! an upstream that announces none left holds the next first attempt until
 //! its reset, a reset the budget cannot wait for stops the action unsent
-//! (429, `paced`), `--pace-header` names a pair, `--no-pace` turns it off.
+//! (429, `paced`), `--pace-header` names a pair, `--no-pace` turns it off;
+//! with `--hold-off-redis` two proxies take one window's allowance from one
+//! count on a real Redis (started by the test on a free port; without a
+//! `redis-server` those tests say so and pass, unless
+//! `RETRY_BUDGET_REQUIRE_REDIS` is set), and go on alone when it stops.
 //! Real time, so only lower bounds on it.
 
 mod support;
 
-use std::time::Duration;
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use support::{get, send, Proxy, Reply, Upstream};
+use support::{get, send, Proxy, Reply, Upstream, PATIENCE};
 
 /// 200, announcing `r` left of 10 in a window that resets in `t` seconds
 /// (IETF `RateLimit` fields) on the first request, nothing after.
@@ -104,5 +110,163 @@ async fn a_pace_header_pair_is_read_and_no_pace_turns_pacing_off() {
             .metric("retry_budget_paces_total{result=\"stopped\"}")
             .await,
         0.0
+    );
+}
+
+/// A `redis-server` of the test's own on a free loopback port, or `None`
+/// (with a message) when there is none and `RETRY_BUDGET_REQUIRE_REDIS` is
+/// unset.
+struct RedisServer(Child, u16);
+
+impl RedisServer {
+    fn start() -> Option<Self> {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(e) if std::env::var_os("RETRY_BUDGET_REQUIRE_REDIS").is_none() => {
+                eprintln!("SKIPPED: cannot run `{binary}` ({e}); set RETRY_BUDGET_REQUIRE_REDIS=1 to make this a failure");
+                return None;
+            }
+            Err(e) => panic!("RETRY_BUDGET_REQUIRE_REDIS is set but `{binary}` cannot run: {e}"),
+        };
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < PATIENCE, "redis-server never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(Self(child, port))
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.1)
+    }
+
+    fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// 200, announcing `r` left of 10 in a window that resets in 4 s on every
+/// response.
+fn always_announcing(r: u32) -> impl Fn(&str, usize) -> Reply + Send + Sync + 'static {
+    move |_, _| {
+        let mut reply = Reply::status(200);
+        reply
+            .headers
+            .push(("ratelimit", format!("\"default\";r={r};t=4")));
+        reply
+            .headers
+            .push(("ratelimit-policy", "\"default\";q=10;w=4".to_owned()));
+        reply
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_proxies_sharing_redis_take_one_window_from_one_count() {
+    let Some(redis) = RedisServer::start() else {
+        return;
+    };
+    // Every response says: 2 left until the reset, 4 s away.
+    let upstream = Upstream::start(always_announcing(2));
+    let flags = [
+        "--hold-off-redis",
+        &redis.url(),
+        "--hold-off-namespace",
+        "pace-e2e",
+    ];
+    let (a, b) = (
+        Proxy::start(&upstream, &flags),
+        Proxy::start(&upstream, &flags),
+    );
+    // Each proxy learns the window from a response of its own.
+    assert_eq!(send(get(&a.url("/a"))).await.status, 200);
+    assert_eq!(send(get(&b.url("/b"))).await.status, 200);
+    let learned = Instant::now();
+    // Each holds 2 left; the fleet's count starts at 2 with the first
+    // take: one through A, one through B.
+    assert_eq!(send(get(&a.url("/a"))).await.status, 200);
+    assert_eq!(send(get(&b.url("/b"))).await.status, 200);
+    // A alone would still count one left; the fleet has none: A holds
+    // this one until the window's end, about 4 s after it was learned.
+    assert_eq!(send(get(&a.url("/a"))).await.status, 200);
+    let waited = learned.elapsed();
+    assert!(waited >= Duration::from_secs(3), "{waited:?}");
+    assert_eq!(upstream.count(), 5);
+    assert!(
+        a.metric("retry_budget_paces_total{result=\"waited\"}")
+            .await
+            >= 1.0
+    );
+    for proxy in [&a, &b] {
+        let text = proxy.metrics().await;
+        assert_eq!(
+            support::metric(&text, "retry_budget_pace_store_available{store=\"redis\"}"),
+            1.0,
+            "{text}"
+        );
+        assert!(
+            text.contains("retry_budget_pace_remaining{upstream=\"http://"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_stopped_the_proxy_paces_alone_and_ready_says_so() {
+    let Some(mut redis) = RedisServer::start() else {
+        return;
+    };
+    let upstream = Upstream::start(always_announcing(100));
+    let flags = [
+        "--hold-off-redis",
+        &redis.url(),
+        "--hold-off-namespace",
+        "pace-down",
+    ];
+    let proxy = Proxy::start(&upstream, &flags);
+    assert_eq!(send(get(&proxy.url("/a"))).await.status, 200);
+    assert_eq!(send(get(&proxy.url("/a"))).await.status, 200);
+    let available = "retry_budget_pace_store_available{store=\"redis\"}";
+    assert_eq!(proxy.metric(available).await, 1.0);
+    redis.stop();
+    // Redis gone: every request still goes through, paced by this proxy
+    // alone.
+    for _ in 0..3 {
+        assert_eq!(send(get(&proxy.url("/a"))).await.status, 200);
+    }
+    assert_eq!(upstream.count(), 5);
+    let text = proxy.metrics().await;
+    assert_eq!(support::metric(&text, available), 0.0, "{text}");
+    assert!(
+        support::metric(
+            &text,
+            "retry_budget_pace_store_failures_total{store=\"redis\"}"
+        ) >= 1.0,
+        "{text}"
+    );
+    let ready = send(get(&format!("http://{}/ready", proxy.admin))).await;
+    assert_eq!(ready.status, 200);
+    assert!(
+        ready.text().contains("shared store unreachable"),
+        "{}",
+        ready.text()
     );
 }

@@ -218,6 +218,23 @@ impl Pacing {
             .unwrap_or_default()
     }
 
+    /// Every upstream's limits held now (not yet reset), as last
+    /// announced, by upstream key: for metrics. At most the pacing's
+    /// capacity of upstreams, each at most
+    /// [`MAX_LIMITS`](retry_budget::pace::MAX_LIMITS) limits.
+    pub fn known(&self) -> Vec<(String, HeldLimit)> {
+        let now = self.now();
+        self.lock()
+            .iter()
+            .flat_map(|(key, pacer)| {
+                pacer
+                    .limits()
+                    .filter(move |limit| limit.resets_at > now)
+                    .map(move |limit| (key.clone(), limit.clone()))
+            })
+            .collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pacer>> {
         // A panic elsewhere leaves the map as it was: go on with it.
         self.inner

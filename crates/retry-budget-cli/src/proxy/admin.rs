@@ -1,6 +1,7 @@
 //! The admin address: `/metrics` (Prometheus text), `/ready` (503 once a
-//! shutdown has begun, so that a load balancer stops sending), `/live`
-//! (200 while the process runs). HTTP/1.1 only, GET and HEAD only.
+//! shutdown has begun, so that a load balancer stops sending; while a store
+//! shared with other proxies is unreachable, still 200, saying so: the
+//! proxy goes on alone), `/live` (200 while the process runs). HTTP/1.1 only, GET and HEAD only.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,7 +84,17 @@ impl Admin {
                 );
                 response
             }
-            "/ready" if self.ready.load(Ordering::SeqCst) => text(StatusCode::OK, "ready\n"),
+            "/ready" if self.ready.load(Ordering::SeqCst) => {
+                if self.metrics.shared_store_down() {
+                    // Fail open: the proxy works, without the fleet.
+                    text(
+                        StatusCode::OK,
+                        "ready; shared store unreachable: holding off and pacing alone\n",
+                    )
+                } else {
+                    text(StatusCode::OK, "ready\n")
+                }
+            }
             "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
             "/live" => text(StatusCode::OK, "live\n"),
             _ => text(

@@ -23,11 +23,12 @@
 //! | `retry_budget_response_bodies_total{ending}` | counter | relayed upstream bodies by how they ended (`complete`, `truncated`, `timed_out`, `caller_gone`) |
 //!
 //! The store's figures are read from [`HoldOff::store_health`] at each
-//! scrape.
+//! scrape, and so are the pacing's ([`PaceMetrics`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use super::pace_metrics::PaceMetrics;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -42,6 +43,7 @@ use retry_budget::{
 use tower_retry_budget::{
     hold_off::HoldOff,
     observer::{ActionId, Observer},
+    pace::Pacing,
 };
 
 /// The content type of [`Metrics::encode`]'s text.
@@ -157,6 +159,8 @@ struct Inner {
     store_available: Family<StoreLabels, Gauge>,
     store_failures: Family<StoreLabels, Counter>,
     store_holds: Family<StoreHoldLabels, Counter>,
+    /// The pacing's figures.
+    pace: PaceMetrics,
     connections_refused: Family<PortLabels, Counter>,
     connections_closed: Family<ClosedLabels, Counter>,
     bodies: Family<EndingLabels, Counter>,
@@ -303,6 +307,7 @@ impl Metrics {
             store_available: Family::default(),
             store_failures: Family::default(),
             store_holds: Family::default(),
+            pace: PaceMetrics::default(),
             connections_refused: Family::default(),
             connections_closed: Family::default(),
             bodies: Family::default(),
@@ -314,6 +319,7 @@ impl Metrics {
         };
         inner.register_actions();
         inner.register_store_and_connections();
+        inner.pace.register(&mut inner.registry);
         Self {
             inner: Arc::new(inner),
         }
@@ -323,6 +329,24 @@ impl Metrics {
     /// each scrape. Only the first call counts.
     pub fn watch_hold_off(&self, hold_off: HoldOff) {
         let _ = self.inner.hold_off.set(hold_off);
+    }
+
+    /// Exports the state of `pacing` (and of its shared store, if any) at
+    /// each scrape. Only the first call counts.
+    pub fn watch_pacing(&self, pacing: Pacing) {
+        self.inner.pace.watch(pacing);
+    }
+
+    /// Whether a store shared with the other proxies (the hold-off's, the
+    /// pacing's allowance) does not work now: this proxy goes on alone.
+    pub fn shared_store_down(&self) -> bool {
+        let hold_off_down = self
+            .inner
+            .hold_off
+            .get()
+            .and_then(HoldOff::store_health)
+            .is_some_and(|health| !health.available && health.failures > 0);
+        hold_off_down || self.inner.pace.store_down()
     }
 
     /// Copies the store's health into its metrics.
@@ -500,6 +524,7 @@ impl Metrics {
     /// The text exposition (OpenMetrics, which Prometheus reads).
     pub fn encode(&self) -> String {
         self.read_store();
+        self.inner.pace.read();
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.inner.registry);

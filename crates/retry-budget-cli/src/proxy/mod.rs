@@ -54,6 +54,7 @@ mod hop;
 mod log;
 mod log_guard;
 mod metrics;
+mod pace_metrics;
 mod path;
 mod refuse;
 mod relay;

@@ -42,7 +42,7 @@ use tower_retry_budget::{
     body_replay::{ReplayBody, ReplayBodyLayer},
     budget::ClientBudget,
     calendar::UntrustedCalendar,
-    hold_off::HoldOff,
+    hold_off::{HoldOff, RedisAllowance},
     is_budgeted,
     pace::Pacing,
     quota::{Quota, QuotaLayer},
@@ -106,10 +106,14 @@ impl Shared {
         if let Some(map) = &hold_off {
             metrics.watch_hold_off(map.clone());
         }
+        let pacing = pacing(config)?;
+        if let Some(pacing) = &pacing {
+            metrics.watch_pacing(pacing.clone());
+        }
         Ok(Self {
             tls,
             hold_off,
-            pacing: config.pacing.clone(),
+            pacing,
             concurrency: config
                 .concurrency
                 .map(|n| Arc::new(Semaphore::new(n.get()))),
@@ -163,6 +167,23 @@ pub fn hold_off(config: &ProxyConfig) -> Result<Option<HoldOff>, String> {
         .build()
         .map(Some)
         .map_err(|e| format!("--hold-off-redis: {e}"))
+}
+
+/// The proxy's pacing, unless `--no-pace`; with `--hold-off-redis`, its
+/// windows' allowance shared with the other proxies on the same store.
+///
+/// # Errors
+///
+/// A one-line message naming the flag.
+fn pacing(config: &ProxyConfig) -> Result<Option<Pacing>, String> {
+    let Some(pacing) = config.pacing.clone() else {
+        return Ok(None);
+    };
+    let Some(store) = &config.hold_off_redis else {
+        return Ok(Some(pacing));
+    };
+    let allowance = RedisAllowance::new(store).map_err(|e| format!("--hold-off-redis: {e}"))?;
+    Ok(Some(pacing.shared(allowance)))
 }
 
 impl Stack {
