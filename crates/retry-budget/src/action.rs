@@ -331,6 +331,7 @@ impl Action {
             should_retry,
             quota,
             rate_limited,
+            quota_notes,
         } = answer;
         let now = self.observe(now);
         if !matches!(self.phase, Phase::InFlight { .. }) {
@@ -374,6 +375,10 @@ impl Action {
             retry_after,
             calendar,
         );
+        if let Some(notes) = quota_notes {
+            let (at, budget) = (now, self.policy.total_budget());
+            trail_details::quota(&mut self.events, at, budget, self.attempts_started, &notes);
+        }
 
         // What the server asked, read for a retried status (and a 429, for
         // the shared hold-off) before any stop, so that the trail and the

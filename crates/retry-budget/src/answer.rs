@@ -11,6 +11,7 @@
 use std::time::SystemTime;
 
 use crate::api_signals::{RetryAfterMs, ShouldRetry};
+use crate::pace::QuotaNote;
 use crate::{reset::ResetHeaders, retry_after::RetryAfter};
 
 /// Everything one response tells the action; see
@@ -59,6 +60,7 @@ pub struct Answer<'a> {
     pub(crate) should_retry: Option<ShouldRetry>,
     pub(crate) quota: Option<Box<str>>,
     pub(crate) rate_limited: Option<Box<str>>,
+    pub(crate) quota_notes: Option<Box<[QuotaNote]>>,
 }
 
 impl<'a> Answer<'a> {
@@ -79,7 +81,32 @@ impl<'a> Answer<'a> {
             should_retry: None,
             quota: None,
             rate_limited: None,
+            quota_notes: None,
         }
+    }
+
+    /// The quota fields read for pacing that were set aside or clamped
+    /// ([`QuotaReading::notes`](crate::pace::QuotaReading::notes)): the
+    /// trail says so, after the response, at most
+    /// [`MAX_QUOTA_NOTES`](crate::pace::MAX_QUOTA_NOTES) of them. Any
+    /// status; no decision changes.
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::pace::QuotaReader;
+    /// use retry_budget::retry_after::RetryAfter;
+    /// use retry_budget::trail::EventKind;
+    /// use retry_budget::{Action, Answer, Policy};
+    /// let reading = QuotaReader::new().read([("x-ratelimit-remaining", &b"-3"[..])], None);
+    /// let mut action = Action::new(Policy::default());
+    /// action.attempt_started(Duration::ZERO);
+    /// let missing = RetryAfter::Missing;
+    /// action.respond(Duration::ZERO, Answer::new(200, &missing).quota_notes(reading.notes));
+    /// assert!(matches!(action.events()[2].kind, EventKind::QuotaField { .. }));
+    /// ```
+    #[inline]
+    pub fn quota_notes(mut self, notes: Vec<QuotaNote>) -> Self {
+        self.quota_notes = (!notes.is_empty()).then(|| notes.into_boxed_slice());
+        self
     }
 
     /// The response says it is a transient rate limit of the service's

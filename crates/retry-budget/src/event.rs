@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime};
 
-use crate::pace::PaceReason;
+use crate::pace::{PaceReason, QuotaIgnored};
 use crate::policy::Secs;
 use crate::retry_after::Asked;
 use crate::{
@@ -276,6 +276,22 @@ pub enum EventKind {
         attempt: u32,
         /// The code the service gave.
         code: Box<str>,
+    },
+    /// A quota field read for pacing (see
+    /// [`QuotaReader`](crate::pace::QuotaReader)) was set aside or clamped:
+    /// a response from a cache (`Age`), a malformed, negative, unknown or
+    /// absurd value. Just after its [`Response`](EventKind::Response), at
+    /// most [`MAX_QUOTA_NOTES`](crate::pace::MAX_QUOTA_NOTES) per
+    /// response; changes no decision of the action's own.
+    QuotaField {
+        /// 1-based attempt number.
+        attempt: u32,
+        /// The header's name (lower case).
+        header: Box<str>,
+        /// The value as received (shortened if long).
+        raw: Box<str>,
+        /// What happened to it.
+        why: QuotaIgnored,
     },
     /// The client's shared hold-off store (across processes, e.g. Redis)
     /// was unavailable when the action started: its hold-offs were read from

@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::api_signals::RetryAfterMs;
 use crate::asked_delay::AskedDelay;
+use crate::pace::{QuotaNote, MAX_QUOTA_NOTES};
 use crate::reset::{ResetIgnored, ResetReading};
 use crate::retry_after::RetryAfter;
 use crate::trail::{EventKind, ResetRead, Trail};
@@ -87,5 +88,28 @@ pub(crate) fn record(trail: &mut Trail, response: &Response<'_>, delay: &AskedDe
             raw: value.raw().into_boxed_str(),
             reading,
         });
+    }
+}
+
+/// Records the quota fields of a response of attempt `attempt` that were
+/// set aside or clamped, at most [`MAX_QUOTA_NOTES`].
+pub(crate) fn quota(
+    trail: &mut Trail,
+    at: Duration,
+    budget: Duration,
+    attempt: u32,
+    notes: &[QuotaNote],
+) {
+    for note in notes.iter().take(MAX_QUOTA_NOTES) {
+        trail.record(
+            at,
+            budget,
+            EventKind::QuotaField {
+                attempt,
+                header: note.header.as_str().into(),
+                raw: note.raw.as_str().into(),
+                why: note.why,
+            },
+        );
     }
 }

@@ -48,6 +48,7 @@ pub const fn kind_name(kind: &EventKind) -> &'static str {
         EventKind::RetryAfterMs { .. } => "retry_after_ms",
         EventKind::ShouldRetry { .. } => "should_retry",
         EventKind::QuotaExhausted { .. } => "quota_exhausted",
+        EventKind::QuotaField { .. } => "quota_field",
         EventKind::SharedStoreUnavailable => "shared_store_unavailable",
         EventKind::Stopped { .. } => "stopped",
     }
@@ -127,6 +128,7 @@ impl<'a> Note<'a> {
             | EventKind::ShouldRetry { .. }
             | EventKind::QuotaExhausted { .. }
             | EventKind::Paced { .. }
+            | EventKind::QuotaField { .. }
             | EventKind::SharedStoreUnavailable => Some(Self(kind)),
             _ => None,
         }
@@ -145,7 +147,8 @@ impl<'a> Note<'a> {
             | EventKind::Spread { attempt, .. }
             | EventKind::RetryAfterMs { attempt, .. }
             | EventKind::ShouldRetry { attempt, .. }
-            | EventKind::QuotaExhausted { attempt, .. } => Some(*attempt),
+            | EventKind::QuotaExhausted { attempt, .. }
+            | EventKind::QuotaField { attempt, .. } => Some(*attempt),
             _ => None,
         }
     }
@@ -202,6 +205,9 @@ impl fmt::Display for Note<'_> {
                     ""
                 }
             ),
+            EventKind::QuotaField {
+                header, raw, why, ..
+            } => write!(f, "quota field {header}: {raw} ({why})"),
             EventKind::SharedStoreUnavailable => f.write_str(
                 "the shared hold-off store is unavailable: only this process's hold-offs apply",
             ),
@@ -224,6 +230,12 @@ mod tests {
         let kinds = [
             EventKind::RetryForbidden { attempt: 1 },
             EventKind::SharedStoreUnavailable,
+            EventKind::QuotaField {
+                attempt: 1,
+                header: "age".into(),
+                raw: "3".into(),
+                why: crate::pace::QuotaIgnored::Cached,
+            },
             EventKind::Stopped {
                 outcome: Outcome::Success,
             },

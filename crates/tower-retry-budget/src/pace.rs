@@ -59,8 +59,10 @@ use std::time::{Duration, SystemTime};
 
 use http::request::Parts;
 use http::{Extensions, HeaderMap};
-use retry_budget::pace::{Admission, HeldLimit, Pacer, PacerConfig, QuotaIgnored, QuotaReader};
-use retry_budget::Action;
+use retry_budget::pace::{
+    Admission, HeldLimit, Pacer, PacerConfig, QuotaIgnored, QuotaNote, QuotaReader,
+};
+use retry_budget::{Action, Answer};
 use tokio::time::Instant;
 
 use crate::clock::{elapsed_since, instant_at, Clock};
@@ -281,6 +283,7 @@ impl Extra for Pacing {
             key,
             admission: None,
             sent_at: None,
+            notes: Vec::new(),
             #[cfg(feature = "redis")]
             asking: fleet::Asking::default(),
         }))
@@ -295,6 +298,9 @@ struct Paced {
     key: String,
     admission: Option<Admission>,
     sent_at: Option<Duration>,
+    /// The quota fields of the latest response set aside or clamped, for
+    /// the core's trail.
+    notes: Vec<QuotaNote>,
     /// The fleet's answer for the first attempt, when shared.
     #[cfg(feature = "redis")]
     asking: fleet::Asking,
@@ -382,6 +388,7 @@ impl ActionExtra for Paced {
         {
             reading = self.pacing.inner.reader.read(lines(), calendar());
         }
+        self.notes = std::mem::take(&mut reading.notes);
         if reading.states.is_empty() {
             return;
         }
@@ -389,6 +396,15 @@ impl ActionExtra for Paced {
         self.pacing.with_pacer(&self.key, |pacer| {
             pacer.observe(sent_at, received_at, &reading.states);
         });
+    }
+
+    /// The notes of the response just read go with its answer to the
+    /// core, which records them in the trail.
+    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+        if self.notes.is_empty() {
+            return answer;
+        }
+        answer.quota_notes(std::mem::take(&mut self.notes))
     }
 }
 

@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::pace::PacerConfig;
+use retry_budget::pace::{PacerConfig, QuotaIgnored};
 use retry_budget::trail::{EventKind, WaitBasis};
+use retry_budget::trail_text::Note;
 use retry_budget::{Category, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
@@ -217,4 +218,43 @@ async fn layers_given_clones_share_the_pacers() {
     assert_eq!(held[0].remaining, 0);
     other.oneshot(get()).await.unwrap();
     assert_eq!(*calls.lock().unwrap(), [ms(0), ms(2100)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn quota_fields_set_aside_are_noted_in_the_trail_and_not_paced() {
+    // A cached response (its fields describe another moment), then one
+    // with a negative remaining: neither paces, both are noted.
+    const CACHED: &[(&str, &str)] = &[
+        ("age", "30"),
+        ("ratelimit", r#""default";r=0;t=2"#),
+        ("ratelimit-policy", r#""default";q=10;w=2"#),
+    ];
+    const NEGATIVE: &[(&str, &str)] =
+        &[("x-ratelimit-remaining", "-4"), ("x-ratelimit-reset", "2")];
+    for (fields, header, why) in [
+        (CACHED, "age", QuotaIgnored::Cached),
+        (NEGATIVE, "x-ratelimit-remaining", QuotaIgnored::Negative),
+    ] {
+        let calls = Calls::default();
+        let client = ServiceBuilder::new()
+            .layer(RetryBudgetLayer::new(Policy::default()).pace(unspread()))
+            .service(upstream(fields, &[], &calls));
+        let response = client.clone().oneshot(get()).await.unwrap();
+        let report = response.extensions().get::<Report>().unwrap();
+        let notes: Vec<String> = report
+            .events
+            .iter()
+            .filter(|event| matches!(event.kind, EventKind::QuotaField { .. }))
+            .map(|event| Note::of(&event.kind).unwrap().to_string())
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with(&format!("quota field {header}: ")),
+            "{notes:?}"
+        );
+        assert!(notes[0].ends_with(&format!("({why})")), "{notes:?}");
+        // Nothing was held: the next request goes at once.
+        client.clone().oneshot(get()).await.unwrap();
+        assert_eq!(*calls.lock().unwrap(), [ms(0), ms(100)]);
+    }
 }

@@ -110,5 +110,6 @@ pub use pacer::{FleetWindow, Pacer, PacerConfig, Placement, DEFAULT_SPREAD, MAX_
 pub use reader::{QuotaReader, DEFAULT_MAX_HOLD};
 pub use state::{
     LimitKind, QuotaIgnored, QuotaNote, QuotaReading, QuotaState, MAX_LIMITS, MAX_NAME_LEN,
+    MAX_QUOTA_NOTES,
 };
 pub use values::UNIX_TIME_FROM;

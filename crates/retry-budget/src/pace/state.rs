@@ -61,6 +61,11 @@ pub const MAX_NAME_LEN: usize = 64;
 /// ([`QuotaIgnored::TooMany`]).
 pub const MAX_LIMITS: usize = 16;
 
+/// The most quota notes one response adds to an action's trail
+/// ([`EventKind::QuotaField`](crate::trail::EventKind::QuotaField)); the
+/// rest are left out (a hostile server could send any number).
+pub const MAX_QUOTA_NOTES: usize = 8;
+
 /// Why a value was set aside (or changed) while reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
