@@ -439,3 +439,47 @@ fn a_fleet_window_longer_than_the_maximum_hold_is_clamped() {
     let again = p.fleet_spent("default", ms(10), Duration::MAX, &admission);
     assert!(again.at <= ms(10) + exact().max_hold);
 }
+
+#[test]
+fn a_token_limit_learns_the_cost_of_a_start_and_counts_starts_since() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    p.observe(ms(0), ms(50), &[tokens(5000, ms(6000))]);
+    // No cost known: 5,000 tokens left do not pace.
+    assert_eq!(p.admit(ms(100)).at, ms(100));
+    // The response to the start at 100 ms: 1,000 fewer, one start
+    // between the two requests.
+    p.observe(ms(100), ms(150), &[tokens(4000, ms(5900))]);
+    assert_eq!(p.limits().next().unwrap().cost, Some(1000));
+    // Four starts' worth left: four go at once, the fifth waits for the
+    // reset (the earlier of the two announced).
+    assert_eq!(ats(&mut p, ms(200), 4), vec![ms(200); 4]);
+    let fifth = p.admit(ms(200));
+    assert_eq!(fifth.at, ms(6050));
+    let why = fifth.reason.unwrap();
+    assert_eq!(
+        (why.kind, why.announced, why.left, why.rule),
+        (LimitKind::Tokens, 4000, 0, PaceRule::Exhausted)
+    );
+}
+
+#[test]
+fn a_token_cost_is_the_largest_drop_per_start_and_survives_the_window() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    p.observe(ms(0), ms(10), &[tokens(10_000, ms(1000))]);
+    p.admit(ms(20));
+    p.admit(ms(30));
+    // Two starts between the requests, 3,000 fewer: 1,500 a start.
+    p.observe(ms(30), ms(40), &[tokens(7000, ms(970))]);
+    assert_eq!(p.limits().next().unwrap().cost, Some(1500));
+    p.admit(ms(50));
+    // A smaller drop keeps the larger cost.
+    p.observe(ms(50), ms(60), &[tokens(6500, ms(950))]);
+    assert_eq!(p.limits().next().unwrap().cost, Some(1500));
+    // The next window keeps it: 2,000 left is one start's worth.
+    p.observe(ms(1100), ms(1110), &[tokens(2000, ms(1000))]);
+    assert_eq!(p.limits().next().unwrap().cost, Some(1500));
+    assert_eq!(p.admit(ms(1120)).at, ms(1120));
+    assert_eq!(p.admit(ms(1120)).at, ms(2110));
+}

@@ -131,6 +131,61 @@ impl Limiter for TokenBucket {
     }
 }
 
+/// The fake OpenAI of `benches/pacing/fake_openai.py`: a request window
+/// of 10 per 2 s and a token window of 24,000 per 6 s at 1,000 a request,
+/// each starting at the first request after the previous one ended;
+/// `x-ratelimit-remaining|reset-requests|tokens` (Go durations, to the ms,
+/// rounded up) on every response; a refused request takes nothing.
+struct FakeOpenAi {
+    requests: (u64, Duration),
+    tokens: (u64, Duration),
+}
+
+const TOKENS: u64 = 24_000;
+const TOKEN_WINDOW: Duration = Duration::from_secs(6);
+const COST: u64 = 1_000;
+
+fn go_duration(d: Duration) -> Vec<u8> {
+    let ms = d.as_nanos().div_ceil(1_000_000) as u64;
+    if ms < 1000 {
+        format!("{ms}ms").into_bytes()
+    } else {
+        format!("{}.{:03}s", ms / 1000, ms % 1000).into_bytes()
+    }
+}
+
+impl Limiter for FakeOpenAi {
+    fn arrive(&mut self, at: Duration) -> (u16, Vec<(&'static str, Vec<u8>)>) {
+        if at >= self.requests.1 {
+            self.requests = (0, at + WINDOW);
+        }
+        if at >= self.tokens.1 {
+            self.tokens = (0, at + TOKEN_WINDOW);
+        }
+        let fits = self.requests.0 < QUOTA && self.tokens.0 + COST <= TOKENS;
+        if fits {
+            self.requests.0 += 1;
+            self.tokens.0 += COST;
+        }
+        let headers = vec![
+            (
+                "x-ratelimit-remaining-requests",
+                (QUOTA - self.requests.0).to_string().into_bytes(),
+            ),
+            (
+                "x-ratelimit-reset-requests",
+                go_duration(self.requests.1 - at),
+            ),
+            (
+                "x-ratelimit-remaining-tokens",
+                (TOKENS - self.tokens.0).to_string().into_bytes(),
+            ),
+            ("x-ratelimit-reset-tokens", go_duration(self.tokens.1 - at)),
+        ];
+        (if fits { 200 } else { 429 }, headers)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 enum Client {
     /// Asks the pacer at this instant (a new action).
@@ -201,7 +256,10 @@ fn run(placement: Placement, limiter: &mut dyn Limiter, proxies: usize) -> Outco
                 pacer.observe(sent, received, &reading.states);
                 if status == 429 {
                     rejected += 1;
-                    Client::Sends(received + reading.states[0].reset)
+                    // Retried at the latest reset announced (the preset
+                    // reads them all; the longest counts).
+                    let reset = reading.states.iter().map(|s| s.reset).max().unwrap();
+                    Client::Sends(received + reset)
                 } else {
                     succeeded += 1;
                     total = total.max(received);
@@ -293,5 +351,24 @@ fn two_proxies_that_do_not_share() {
         let outcome = check("fixed+policy", placement, &mut fixed(true), 2);
         eprintln!("  (measured only: the fleet shares through Redis in the adapter)");
         assert_eq!(outcome.succeeded, ACTIONS);
+    }
+}
+
+#[test]
+fn one_proxy_against_the_fake_openai() {
+    // The quota's own minimum: 14 s (the token window takes 24 of the 60
+    // per 6 s, the request window 10 per 2 s inside it).
+    for placement in [Placement::Even, Placement::Burst] {
+        let mut openai = FakeOpenAi {
+            requests: (0, Duration::ZERO),
+            tokens: (0, Duration::ZERO),
+        };
+        let outcome = check("openai", placement, &mut openai, 1);
+        assert!(outcome.rejected <= 2, "{} 429s", outcome.rejected);
+        assert!(
+            outcome.total <= Duration::from_secs(14).mul_f64(1.3),
+            "{:?}",
+            outcome.total
+        );
     }
 }

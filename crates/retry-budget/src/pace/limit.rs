@@ -27,6 +27,12 @@ pub struct HeldLimit {
     pub quota: Option<u64>,
     /// The window's length, if announced.
     pub window: Option<Duration>,
+    /// A token limit's cost of one first attempt, as the server's own
+    /// counts show it: the largest drop of `remaining` between two
+    /// responses of one window, per first attempt started between their
+    /// requests (kept across windows). `None` until seen; never for a
+    /// request limit.
+    pub cost: Option<u64>,
 }
 
 impl HeldLimit {
@@ -44,6 +50,7 @@ impl HeldLimit {
             resets_at: received_at.saturating_add(state.reset.min(max_hold)),
             quota: state.quota,
             window: state.window,
+            cost: None,
         }
     }
 
@@ -68,6 +75,44 @@ impl HeldLimit {
             .saturating_sub(u64::try_from(used).unwrap_or(u64::MAX))
     }
 
+    /// A token limit's drop from `self` to `later` (same window, sent
+    /// later), per first attempt started between their requests (the
+    /// later one's own included): the largest seen is the cost.
+    fn learn_cost(&mut self, later: &Self, starts: &[Duration]) {
+        let between = starts
+            .iter()
+            .filter(|s| **s > self.basis && **s <= later.basis)
+            .count();
+        let Ok(between @ 1..) = u64::try_from(between) else {
+            return;
+        };
+        let drop = self.remaining.saturating_sub(later.remaining);
+        let per = drop.div_ceil(between);
+        if per > 0 {
+            self.cost = Some(self.cost.map_or(per, |cost| cost.max(per)));
+        }
+    }
+
+    /// What is left of a token limit's `remaining` after the first
+    /// attempts in `starts` that began after the basis and before the
+    /// reset, each costing `cost`, counted in first attempts: the
+    /// threshold is not counted here.
+    pub(crate) fn tokens_left(&self, cost: u64, starts: &[Duration]) -> u64 {
+        self.remaining
+            .checked_div(cost)
+            .unwrap_or_default()
+            .saturating_sub(self.left_used(starts))
+    }
+
+    /// The first attempts in `starts` after the basis, before the reset.
+    fn left_used(&self, starts: &[Duration]) -> u64 {
+        let used = starts
+            .iter()
+            .filter(|s| **s > self.basis && **s < self.resets_at)
+            .count();
+        u64::try_from(used).unwrap_or(u64::MAX)
+    }
+
     /// Takes in `new`, read at `received_at`:
     ///
     /// * an expired state is replaced, and so is a state whose window a
@@ -79,12 +124,17 @@ impl HeldLimit {
     /// * a response sent earlier (arriving out of order) is used only
     ///   within the same window and only if it leaves less: it never raises
     ///   what a later-sent request lowered.
-    pub(crate) fn update(&mut self, new: Self, received_at: Duration, starts: &[Duration]) {
+    pub(crate) fn update(&mut self, mut new: Self, received_at: Duration, starts: &[Duration]) {
+        new.cost = self.cost;
         if self.resets_at <= received_at {
             *self = new;
             return;
         }
         let same_window = self.same_window(&new);
+        if same_window && new.basis > self.basis && self.kind == LimitKind::Tokens {
+            self.learn_cost(&new, starts);
+            new.cost = self.cost;
+        }
         if new.basis >= self.basis {
             let resets_at = if same_window {
                 self.resets_at.min(new.resets_at)

@@ -33,7 +33,12 @@
 //! read; a malformed, negative or unknown value is set aside and a reset
 //! beyond the maximum hold is clamped to it, each with a [`QuotaNote`].
 //! Token limits ([`LimitKind::Tokens`], and an IETF policy whose `qu` is not
-//! `requests`) pace only when exhausted: a request's token cost is unknown.
+//! `requests`) pace only when exhausted: a request's token cost is not
+//! announced. Once two responses of one window show it (the drop of
+//! `remaining` per first attempt started between their requests, the
+//! largest seen: [`HeldLimit::cost`]), the first attempts started since a
+//! reading are taken from it as for a request limit, so that a burst does
+//! not overrun what is left; it still paces only when nothing is left.
 //!
 //! # The rules
 //!

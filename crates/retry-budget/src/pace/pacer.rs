@@ -243,7 +243,13 @@ impl Pacer {
         let left = match limit.kind {
             LimitKind::Requests => limit.left(&self.starts),
             LimitKind::Tokens if limit.remaining <= self.config.token_threshold => 0,
-            LimitKind::Tokens => return None,
+            // With a cost learned from the server's counts, the first
+            // attempts started since the reading are taken from it too;
+            // it paces only when nothing is left.
+            LimitKind::Tokens => match limit.cost {
+                Some(cost @ 1..) if limit.tokens_left(cost, &self.starts) == 0 => 0,
+                _ => return None,
+            },
         };
         let (at, rule) = if left == 0 {
             (self.after_reset(i), PaceRule::Exhausted)
