@@ -152,8 +152,6 @@ impl std::error::Error for AllowanceError {
 /// The allowance of rate-limit windows shared by every process with the
 /// same [`RedisStore`] (URL and namespace). Clones share one connection.
 ///
-/// fleet through the hold-off's Redis store.
-///
 /// A server counts every client of one API token together: when each of N
 /// proxies reads "R left until T" and spends R, the server gets N × R. With
 /// a `RedisAllowance` (made from the same [`RedisStore`] as the shared
@@ -164,7 +162,8 @@ impl std::error::Error for AllowanceError {
 /// # How the layer uses it
 ///
 /// The pacer of each process stays the one that decides (in the core, with
-/// no I/O); the allowance only adds the fleet's count:
+/// no I/O); the allowance only adds the fleet's count. This is what
+/// [`Pacing::shared`](crate::pace::Pacing::shared) does:
 ///
 /// 1. A new action asks its process's pacer when its first attempt may
 ///    start, and waits for that (locally, as without Redis).
