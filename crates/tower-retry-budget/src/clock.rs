@@ -151,6 +151,20 @@ pub(crate) fn far_future() -> Instant {
     }
 }
 
+/// The calendar time `wait` from now, in Unix milliseconds (saturating:
+/// a time beyond the calendar's range is `u64::MAX`, one before the epoch
+/// zero). For a shared store that keeps windows on a calendar clock.
+#[cfg(feature = "redis")]
+pub(crate) fn unix_ms_after(wait: Duration) -> u64 {
+    std::time::SystemTime::now()
+        .checked_add(wait)
+        .map_or(u64::MAX, |at| {
+            at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,18 +222,4 @@ mod tests {
             clock.at_or_far(Duration::MAX) > clock.at(Duration::from_secs(86_400 * 365)).unwrap()
         );
     }
-}
-
-/// The calendar time `wait` from now, in Unix milliseconds (saturating:
-/// a time beyond the calendar's range is `u64::MAX`, one before the epoch
-/// zero). For a shared store that keeps windows on a calendar clock.
-#[cfg(feature = "redis")]
-pub(crate) fn unix_ms_after(wait: Duration) -> u64 {
-    std::time::SystemTime::now()
-        .checked_add(wait)
-        .map_or(u64::MAX, |at| {
-            at.duration_since(std::time::UNIX_EPOCH).map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            })
-        })
 }

@@ -13,7 +13,7 @@
 //!
 //! One [`Pacing`] is shared by every action of the layer; a clone shares
 //! the same pacers (between layers, say). Across processes (a fleet of
-//! proxies with one API token), [`Pacing::shared`] (feature `redis`) takes
+//! proxies with one API token), `Pacing::shared` (feature `redis`) takes
 //! each window's allowance from one count on Redis before a first attempt
 //! is sent, so that the fleet together starts no more than the remaining
 //! announced; Redis unreachable, each process paces alone.
