@@ -483,3 +483,20 @@ fn a_token_cost_is_the_largest_drop_per_start_and_survives_the_window() {
     assert_eq!(p.admit(ms(1120)).at, ms(1120));
     assert_eq!(p.admit(ms(1120)).at, ms(2110));
 }
+
+#[test]
+fn a_later_sent_response_finding_more_left_starts_a_new_window() {
+    let mut p = pacer(exact());
+    p.admit(ms(0));
+    // The old window's end, announced late (rounded up): 2 s.
+    p.observe(ms(0), ms(100), &[requests(0, ms(1900))]);
+    // A request sent at 1150 ms, after the server's real reset, finds 9
+    // left, its window ending at 2.9 s: less than a second from the old
+    // end, but a count that went up is a new window.
+    p.observe(ms(1150), ms(1200), &[requests(9, ms(1700))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.resets_at), (9, ms(2900)));
+    // Nine more fit before 2.9 s, none after the old end's instant.
+    assert!(ats(&mut p, ms(1200), 9).iter().all(|at| *at < ms(2900)));
+    assert_eq!(p.admit(ms(1200)).at, ms(2900));
+}

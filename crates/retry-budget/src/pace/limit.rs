@@ -117,7 +117,7 @@ impl HeldLimit {
     ///
     /// * an expired state is replaced, and so is a state whose window a
     ///   response sent no earlier says has ended (a reset further apart than
-    ///   [`SAME_WINDOW`]);
+    ///   [`SAME_WINDOW`], or a later-sent response finding more left);
     /// * within one window, a response sent no earlier replaces the count
     ///   (the server's latest word), and the window ends at the earlier of
     ///   the two resets;
@@ -130,7 +130,12 @@ impl HeldLimit {
             *self = new;
             return;
         }
-        let same_window = self.same_window(&new);
+        // Within one window a server's count only goes down: a later-sent
+        // request that finds more left is in a new window, whatever its
+        // reset says (resets rounded up to whole seconds can make an old
+        // window's end and a new one's fall within `SAME_WINDOW`).
+        let raised = new.basis > self.basis && new.remaining > self.remaining;
+        let same_window = self.same_window(&new) && !raised;
         if same_window && new.basis > self.basis && self.kind == LimitKind::Tokens {
             self.learn_cost(&new, starts);
             new.cost = self.cost;
