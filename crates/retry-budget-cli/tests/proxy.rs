@@ -529,7 +529,15 @@ async fn a_caller_that_leaves_stops_its_action() {
         .write_all(b"GET /resource HTTP/1.1\r\nhost: proxy\r\n\r\n")
         .unwrap();
     upstream.wait_for(1).await;
-    // Gone during the wait for the retry.
+    // Gone during the wait for the retry: once the proxy has the 429 and
+    // waits (the upstream counting the request is not yet the proxy
+    // reading its answer).
+    assert_eq!(
+        proxy
+            .metric_reaching("retry_budget_actions_waiting", 1.0)
+            .await,
+        1.0
+    );
     drop(caller);
     let line = proxy.wait_line(" outcome=");
     assert!(line.contains(" outcome=cancelled attempts=1 "), "{line}");
