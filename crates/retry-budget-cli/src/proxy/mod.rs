@@ -18,7 +18,8 @@
 //! | file | job |
 //! |---|---|
 //! | `forward.rs` | one request: the steps in order, and what a worker's handlers share |
-//! | `refuse.rs` | what is never forwarded: `CONNECT`, `OPTIONS *`, a bad target, no policy |
+//! | `table.rs` | a worker's routes, and which one a request takes (host, path prefix) |
+//! | `refuse.rs` | what is never forwarded: `CONNECT`, `OPTIONS *`, no route, a bad target, no policy |
 //! | `upstream.rs` | the upstream, prepared once: the path mapped under the prefix, the forwarded head |
 //! | `path.rs` | the upstream path: dot-segments resolved inside the prefix |
 //! | `hop.rs` | hop-by-hop fields (RFC 9110 §7.6.1) |
@@ -36,6 +37,9 @@
 //! | file | job |
 //! |---|---|
 //! | `args.rs` | flags and the checked configuration |
+//! | `route.rs` | one route, from the flags or the file, checked |
+//! | `file.rs` | the config file (`--config`, `--check-config`) |
+//! | `reload.rs` | each worker's table made, and made again on SIGHUP |
 //! | `serve.rs` | listening, serving, shutdown and drain |
 //! | `conn.rs` | client connection bounds: header and idle timeouts, connection limit |
 //! | `stack.rs` | the client stack below the handler |
@@ -49,6 +53,7 @@ mod attempt;
 mod classify;
 mod conn;
 mod deadline;
+mod file;
 mod forward;
 mod hop;
 mod log;
@@ -58,10 +63,13 @@ mod path;
 mod refuse;
 mod relay;
 mod relay_body;
+mod reload;
 mod reply;
+mod route;
 mod serve;
 mod stack;
 mod start;
+mod table;
 mod upstream;
 
 pub use args::Args;

@@ -52,10 +52,10 @@ use tower_retry_budget::{
 
 use crate::common::connector::{self, Connector};
 
-use super::args::ProxyConfig;
 use super::attempt::{Attempt, AttemptLayer};
 use super::metrics::Metrics;
 use super::relay_body::CallerBody;
+use super::route::RouteConfig;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<CallerBody>;
@@ -84,7 +84,7 @@ pub struct Shared {
     hold_off: Option<HoldOff>,
     /// The pacers of the upstream (one per authority), unless `--no-pace`.
     pacing: Option<Pacing>,
-    /// `--concurrency`: one limit over all workers.
+    /// `--concurrency`: one limit over all workers and routes.
     concurrency: Option<Arc<Semaphore>>,
     metrics: Metrics,
 }
@@ -97,22 +97,27 @@ impl Shared {
     ///
     /// A one-line message: the TLS roots could not be loaded, or the
     /// hold-off's store could not start.
-    pub fn new(config: &ProxyConfig, metrics: Metrics) -> Result<Self, String> {
+    pub fn new(
+        config: &RouteConfig,
+        concurrency: Option<Arc<Semaphore>>,
+        metrics: Metrics,
+    ) -> Result<Self, String> {
         let tls = crate::common::tls::client_config(
             config.cacert.as_deref(),
             config.upstream.is_https(),
         )?;
         let hold_off = hold_off(config)?;
-        if let Some(map) = &hold_off {
+        if let Some(map) = hold_off
+            .as_ref()
+            .filter(|_| config.hold_off_redis.is_some())
+        {
             metrics.watch_hold_off(map.clone());
         }
         Ok(Self {
             tls,
             hold_off,
             pacing: config.pacing.clone(),
-            concurrency: config
-                .concurrency
-                .map(|n| Arc::new(Semaphore::new(n.get()))),
+            concurrency,
             metrics,
         })
     }
@@ -151,7 +156,7 @@ impl std::fmt::Debug for Stack {
 /// # Errors
 ///
 /// A one-line message naming the flag.
-pub fn hold_off(config: &ProxyConfig) -> Result<Option<HoldOff>, String> {
+pub fn hold_off(config: &RouteConfig) -> Result<Option<HoldOff>, String> {
     if !config.hold_off {
         return Ok(None);
     }
@@ -168,7 +173,7 @@ pub fn hold_off(config: &ProxyConfig) -> Result<Option<HoldOff>, String> {
 impl Stack {
     /// Builds a worker's client, and its services for `policies` (the
     /// policies most requests have).
-    pub fn new(config: &ProxyConfig, shared: &Shared, policies: &[Policy]) -> Self {
+    pub fn new(config: &RouteConfig, shared: &Shared, policies: &[Policy]) -> Self {
         let client = client(config, shared.tls.clone());
         let below = ServiceBuilder::new()
             .option_layer(
@@ -242,7 +247,7 @@ fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
 
 /// The hyper-util client over the CLI's one connector, HTTP/2 only if
 /// asked.
-fn client(config: &ProxyConfig, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
+fn client(config: &RouteConfig, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
     let connector = connector::build(tls, config.upstream.http2);
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())

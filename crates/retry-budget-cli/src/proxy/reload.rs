@@ -1,0 +1,153 @@
+//! The routes made into each worker's [`Table`], at start-up and again
+//! on SIGHUP (nginx's and HAProxy's convention): the config file is read
+//! and checked again, every route prepared again (its upstream, its shared
+//! parts, a client stack per worker), and each worker's table swapped
+//! whole ([`ArcSwap`]). A request takes the table in force when it
+//! arrives and keeps it until its action ends, so actions in flight finish
+//! on the old routes while new ones take the new; client connections are
+//! not touched. A file that no longer reads or checks is refused: the
+//! running routes are kept, and a WARN line and
+//! `retry_budget_config_reloads_total{result="invalid"}` say so.
+//!
+//! What a reload cannot change (the listeners, workers, connection limits,
+//! `concurrency`, drain and log format) stays as started, and the reload's
+//! line says so when the file changed it.
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use tokio::sync::Semaphore;
+
+use super::args::ProxyConfig;
+use super::classify;
+use super::file;
+use super::metrics::Metrics;
+use super::stack::{Shared, Stack};
+use super::table::{Route, Table};
+
+/// Every worker's table, and what making new ones takes.
+#[derive(Debug)]
+pub struct Routes {
+    /// One per worker.
+    tables: Vec<Arc<ArcSwap<Table>>>,
+    /// `concurrency`: one limit over all workers and routes, kept across
+    /// reloads.
+    concurrency: Option<Arc<Semaphore>>,
+    metrics: Metrics,
+    /// The configuration the process started with.
+    started: Arc<ProxyConfig>,
+}
+
+impl Routes {
+    /// Each worker's table of `config`'s routes (the hold-off's store
+    /// tasks, if any, start on the current runtime).
+    ///
+    /// # Errors
+    ///
+    /// A route's shared parts could not be made (TLS roots, the
+    /// hold-off's store), in one line naming the route.
+    pub fn new(config: Arc<ProxyConfig>, metrics: &Metrics) -> Result<Self, String> {
+        let concurrency = config
+            .concurrency
+            .map(|n| Arc::new(Semaphore::new(n.get())));
+        let workers = config.workers.get();
+        let tables = tables(&config, workers, concurrency.as_ref(), metrics)?
+            .into_iter()
+            .map(|table| Arc::new(ArcSwap::from_pointee(table)))
+            .collect();
+        Ok(Self {
+            tables,
+            concurrency,
+            metrics: metrics.clone(),
+            started: config,
+        })
+    }
+
+    /// Worker `index`'s table.
+    pub fn worker(&self, index: usize) -> Arc<ArcSwap<Table>> {
+        self.tables[index].clone()
+    }
+
+    /// Reads the config file again and swaps every worker's table, or
+    /// keeps them if it is invalid; see the [module docs](self).
+    pub fn reload(&self) {
+        let Some(path) = &self.started.file else {
+            eprintln!(
+                "retry-budget proxy: SIGHUP: no --config file to read again: the routes of the flags stay"
+            );
+            return;
+        };
+        let made = file::load(path).and_then(|config| {
+            let workers = self.tables.len();
+            let tables = tables(&config, workers, self.concurrency.as_ref(), &self.metrics)?;
+            Ok((config, tables))
+        });
+        let (config, tables) = match made {
+            Ok(made) => made,
+            Err(error) => {
+                self.metrics.config_reloaded(false);
+                eprintln!(
+                    "retry-budget proxy: WARN SIGHUP: {} refused, the running routes kept: {error}",
+                    path.display()
+                );
+                return;
+            }
+        };
+        for (slot, table) in self.tables.iter().zip(tables) {
+            slot.store(Arc::new(table));
+        }
+        self.metrics.config_reloaded(true);
+        let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
+        eprintln!(
+            "retry-budget proxy: SIGHUP: {} reloaded: {} route(s): {}",
+            path.display(),
+            names.len(),
+            names.join(", ")
+        );
+        if !config.same_process(&self.started) {
+            eprintln!(
+                "retry-budget proxy: SIGHUP: listen, admin, workers, limits, concurrency, drain and \
+                 log_format changed in {}: they take effect at the next start",
+                path.display()
+            );
+        }
+    }
+}
+
+/// `workers` tables of `config`'s routes: each route's shared parts made
+/// once, a client stack per worker; the routes of a file are named in the
+/// log line and spans, the flags' one is not.
+fn tables(
+    config: &ProxyConfig,
+    workers: usize,
+    concurrency: Option<&Arc<Semaphore>>,
+    metrics: &Metrics,
+) -> Result<Vec<Table>, String> {
+    let (routes, named) = (&config.routes, config.file.is_some());
+    let mut prepared = Vec::with_capacity(routes.len());
+    for route in routes {
+        let shared = Shared::new(route, concurrency.cloned(), metrics.clone())
+            .map_err(|e| format!("route {:?}: {e}", route.name))?;
+        // The policies nearly every request of the route has: its own, and
+        // the one-attempt policy of a request that must go once.
+        let policies: Vec<_> = [route.policy]
+            .into_iter()
+            .chain(classify::once_policy(route.policy).ok())
+            .collect();
+        prepared.push((Arc::new(route.clone()), shared, policies));
+    }
+    Ok((0..workers)
+        .map(|_| {
+            Table::new(
+                prepared
+                    .iter()
+                    .map(|(config, shared, policies)| Route {
+                        stack: Stack::new(config, shared, policies),
+                        name: named.then(|| Arc::from(config.name.as_str())),
+                        config: config.clone(),
+                    })
+                    .collect(),
+            )
+        })
+        .collect())
+}
