@@ -100,8 +100,75 @@ upstream = \"{}\"
     assert_eq!((a.count(), b.count()), (1, 2), "nothing more was sent");
     let line = proxy.wait_line(" outcome=");
     assert!(line.contains(" route=a "), "{line}");
+    for (series, value) in [
+        (
+            "retry_budget_route_actions_total{route=\"a\",outcome=\"success\"}",
+            1.0,
+        ),
+        (
+            "retry_budget_route_actions_total{route=\"b\",outcome=\"success\"}",
+            2.0,
+        ),
+        (
+            "retry_budget_route_upstream_responses_total{route=\"b\",status=\"200\"}",
+            2.0,
+        ),
+    ] {
+        assert_eq!(
+            proxy.metric_reaching(series, value).await,
+            value,
+            "{series}"
+        );
+    }
     proxy.signal("TERM");
     assert_eq!(proxy.wait_exit().code(), Some(0));
+}
+
+#[tokio::test]
+async fn ready_lists_a_route_whose_upstream_fails_and_stays_ready() {
+    let up = Upstream::start(|_, _| Reply::status(200));
+    // A port nothing listens on: every attempt is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let file = write_config(
+        "ready",
+        &format!(
+            "{LISTENERS}
+[[route]]
+name = \"up\"
+match.prefix = \"/up\"
+upstream = \"{}\"
+
+[[route]]
+name = \"down\"
+match.prefix = \"/down\"
+upstream = \"{down}\"
+attempts = 1
+",
+            up.url()
+        ),
+    );
+    let proxy = Proxy::start_config(&file);
+    let ready = || send(get(&format!("http://{}/ready", proxy.admin)));
+    assert_eq!(ready().await.text(), "ready\n");
+    assert_eq!(send(get(&proxy.url("/up/x"))).await.status, 200);
+    let failed = send(get(&proxy.url("/down/x"))).await;
+    assert_eq!(failed.header("retry-budget-outcome"), "transport_error");
+    let answer = ready().await;
+    assert_eq!(
+        answer.status, 200,
+        "one failing route does not make it unready"
+    );
+    assert_eq!(answer.text(), "ready\nfailing routes: down\n");
+    assert_eq!(
+        proxy
+            .metric("retry_budget_route_failing{route=\"down\"}")
+            .await,
+        1.0
+    );
+    proxy.signal("TERM");
+    proxy.wait_exit();
 }
 
 #[tokio::test]

@@ -23,12 +23,16 @@
 //! | `retry_budget_response_bodies_total{ending}` | counter | relayed upstream bodies by how they ended (`complete`, `truncated`, `timed_out`, `caller_gone`) |
 //! | `retry_budget_config_reloads_total{result="ok"\|"invalid"}` | counter | config file reloads (SIGHUP): applied, or refused and the running routes kept |
 //!
+//! A config file's routes have series of their own, labelled `route`
+//! (`route_metrics.rs`).
+//!
 //! The store's figures are read from [`HoldOff::store_health`] at each
 //! scrape.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use super::route_metrics::RouteFamilies;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -167,6 +171,7 @@ struct Inner {
     connections_closed: Family<ClosedLabels, Counter>,
     bodies: Family<EndingLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
+    routes: RouteFamilies,
     /// The per-request series, each looked up in its family once and then
     /// incremented through this handle (a family lookup hashes its labels
     /// and takes a lock): `attempts` by first/retry, `responses` by status
@@ -277,6 +282,7 @@ impl Inner {
             "Config file reloads (SIGHUP): ok (applied) or invalid (refused, the running routes kept)",
             self.reloads.clone(),
         );
+        self.routes.register(&mut self.registry);
     }
 }
 
@@ -319,6 +325,7 @@ impl Metrics {
             connections_closed: Family::default(),
             bodies: Family::default(),
             reloads: Family::default(),
+            routes: RouteFamilies::default(),
             attempt_series: Default::default(),
             status_series: (0..1000).map(|_| OnceLock::new()).collect(),
             body_series: Default::default(),
@@ -508,6 +515,11 @@ impl Metrics {
         inc_series(&m.body_series, index, || {
             m.bodies.get_or_create(&EndingLabels { ending }).clone()
         });
+    }
+
+    /// The per-route families.
+    pub fn route_families(&self) -> &RouteFamilies {
+        &self.inner.routes
     }
 
     /// A config file reload: applied (`ok`) or refused.

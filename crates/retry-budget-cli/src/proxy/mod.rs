@@ -45,6 +45,7 @@
 //! | `stack.rs` | the client stack below the handler |
 //! | `attempt.rs` | the layer below the retry layer: attempt number, deadline, span |
 //! | `metrics.rs` | Prometheus metrics fed by the layer's observer |
+//! | `route_metrics.rs` | a config file's routes' own series, and their health for `/ready` |
 //! | `admin.rs` | `/metrics`, `/ready`, `/live` |
 
 mod admin;
@@ -66,6 +67,7 @@ mod relay_body;
 mod reload;
 mod reply;
 mod route;
+mod route_metrics;
 mod serve;
 mod stack;
 mod start;

@@ -55,6 +55,7 @@ impl Routes {
             .into_iter()
             .map(|table| Arc::new(ArcSwap::from_pointee(table)))
             .collect();
+        current_routes(&config, metrics);
         Ok(Self {
             tables,
             concurrency,
@@ -97,6 +98,7 @@ impl Routes {
             slot.store(Arc::new(table));
         }
         self.metrics.config_reloaded(true);
+        current_routes(&config, &self.metrics);
         let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
         eprintln!(
             "retry-budget proxy: SIGHUP: {} reloaded: {} route(s): {}",
@@ -114,6 +116,14 @@ impl Routes {
     }
 }
 
+/// Tells the metrics which routes of a file are in force (for `/ready`).
+fn current_routes(config: &ProxyConfig, metrics: &Metrics) {
+    if config.file.is_some() {
+        let names = config.routes.iter().map(|r| r.name.as_str());
+        metrics.route_families().set_current(names);
+    }
+}
+
 /// `workers` tables of `config`'s routes: each route's shared parts made
 /// once, a client stack per worker; the routes of a file are named in the
 /// log line and spans, the flags' one is not.
@@ -126,7 +136,7 @@ fn tables(
     let (routes, named) = (&config.routes, config.file.is_some());
     let mut prepared = Vec::with_capacity(routes.len());
     for route in routes {
-        let shared = Shared::new(route, concurrency.cloned(), metrics.clone())
+        let shared = Shared::new(route, (concurrency.cloned(), named), metrics.clone())
             .map_err(|e| format!("route {:?}: {e}", route.name))?;
         // The policies nearly every request of the route has: its own, and
         // the one-attempt policy of a request that must go once.

@@ -56,6 +56,7 @@ use super::attempt::{Attempt, AttemptLayer};
 use super::metrics::Metrics;
 use super::relay_body::CallerBody;
 use super::route::RouteConfig;
+use super::route_metrics::RouteObserver;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<CallerBody>;
@@ -86,7 +87,8 @@ pub struct Shared {
     pacing: Option<Pacing>,
     /// `--concurrency`: one limit over all workers and routes.
     concurrency: Option<Arc<Semaphore>>,
-    metrics: Metrics,
+    /// The metrics, and the route's own series for a route of a file.
+    observer: RouteObserver,
 }
 
 impl Shared {
@@ -99,7 +101,7 @@ impl Shared {
     /// hold-off's store could not start.
     pub fn new(
         config: &RouteConfig,
-        concurrency: Option<Arc<Semaphore>>,
+        (concurrency, named): (Option<Arc<Semaphore>>, bool),
         metrics: Metrics,
     ) -> Result<Self, String> {
         let tls = crate::common::tls::client_config(
@@ -118,7 +120,7 @@ impl Shared {
             hold_off,
             pacing: config.pacing.clone(),
             concurrency,
-            metrics,
+            observer: RouteObserver::new(metrics, named.then_some(config.name.as_str())),
         })
     }
 }
@@ -207,7 +209,7 @@ impl Stack {
 
     fn build(&self, policy: Policy) -> PerRequest {
         let mut layer = RetryBudgetLayer::new(policy)
-            .observer(self.shared.metrics.clone())
+            .observer(self.shared.observer.clone())
             .attempt_deadlines();
         if self.untrusted_clock {
             layer = layer.calendar(UntrustedCalendar);
