@@ -382,6 +382,48 @@ async fn sighup_reloads_under_load_and_an_invalid_file_is_kept_out() {
     assert_eq!(proxy.wait_exit().code(), Some(0), "{}", proxy.stderr());
 }
 
+/// Two routes to one upstream, with a short budget: a hold-off asked by
+/// the upstream stops their first attempts unsent.
+fn twins(up: &Upstream, attempts: u32) -> String {
+    let route = |name: &str| {
+        format!(
+            "[[route]]\nname = \"{name}\"\nmatch.prefix = \"/{name}\"\nupstream = \"{}\"\n\
+             attempts = {attempts}\nbudget = \"2s\"\nper_try_timeout = \"1s\"\n",
+            up.url()
+        )
+    };
+    format!("{LISTENERS}\n{}\n{}", route("api"), route("twin"))
+}
+
+#[tokio::test]
+async fn a_hold_off_is_shared_by_the_routes_to_an_upstream_and_kept_by_a_reload() {
+    let up = Upstream::start(|_, n| match n {
+        0 => Reply::status(429).retry_after("30"),
+        _ => Reply::status(200),
+    });
+    let file = write_config("kept", &twins(&up, 1));
+    let proxy = Proxy::start_config(&file);
+    assert_eq!(send(get(&proxy.url("/api/x"))).await.status, 429);
+    let held = send(get(&proxy.url("/twin/x"))).await;
+    assert_eq!(held.header("retry-budget-outcome"), "held_off", "shared");
+    // A reload that changes the policy, not the hold-off's settings.
+    std::fs::write(&file, twins(&up, 2)).unwrap();
+    proxy.signal("HUP");
+    proxy.wait_line("reloaded: 2 route(s)");
+    for path in ["/api/x", "/twin/x"] {
+        let held = send(get(&proxy.url(path))).await;
+        assert_eq!(
+            held.header("retry-budget-outcome"),
+            "held_off",
+            "{path}: kept"
+        );
+        assert_eq!(held.header("retry-budget-attempts"), "0");
+    }
+    assert_eq!(up.count(), 1, "nothing more was sent");
+    proxy.signal("TERM");
+    proxy.wait_exit();
+}
+
 fn check_config(path: &PathBuf) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_retry-budget"))
         .args(["proxy", "--check-config"])

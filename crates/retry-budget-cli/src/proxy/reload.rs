@@ -9,20 +9,33 @@
 //! running routes are kept, and a WARN line and
 //! `retry_budget_config_reloads_total{result="invalid"}` say so.
 //!
+//! A route's hold-off, pacers and client budget are kept across a reload
+//! where their settings are unchanged (see [`Shares`]): what they learned
+//! (a `Retry-After` holding an upstream, a quota announced, the retries
+//! already spent) still holds on the new routes. Routes with the same
+//! hold-off (or pacing) settings share one, keyed by upstream inside.
+//!
 //! What a reload cannot change (the listeners, workers, connection limits,
 //! `concurrency`, drain and log format) stays as started, and the reload's
 //! line says so when the file changed it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 use tokio::sync::Semaphore;
+use tower_retry_budget::budget::ClientBudget;
+use tower_retry_budget::hold_off::HoldOff;
+use tower_retry_budget::pace::Pacing;
 
 use super::args::ProxyConfig;
 use super::classify;
 use super::file;
 use super::metrics::Metrics;
-use super::stack::{Shared, Stack};
+use super::route::RouteConfig;
+#[cfg(doc)]
+use super::route::Shares;
+use super::stack::{hold_off, Shared, Stack};
 use super::table::{Route, Table};
 
 /// Every worker's table, and what making new ones takes.
@@ -30,6 +43,8 @@ use super::table::{Route, Table};
 pub struct Routes {
     /// One per worker.
     tables: Vec<Arc<ArcSwap<Table>>>,
+    /// The stateful parts of the routes in force.
+    kept: Mutex<Kept>,
     /// `concurrency`: one limit over all workers and routes, kept across
     /// reloads.
     concurrency: Option<Arc<Semaphore>>,
@@ -51,13 +66,21 @@ impl Routes {
             .concurrency
             .map(|n| Arc::new(Semaphore::new(n.get())));
         let workers = config.workers.get();
-        let tables = tables(&config, workers, concurrency.as_ref(), metrics)?
+        let (tables, kept) = tables(
+            &config,
+            workers,
+            concurrency.as_ref(),
+            metrics,
+            &Kept::default(),
+        )?;
+        let tables = tables
             .into_iter()
             .map(|table| Arc::new(ArcSwap::from_pointee(table)))
             .collect();
         current_routes(&config, metrics);
         Ok(Self {
             tables,
+            kept: Mutex::new(kept),
             concurrency,
             metrics: metrics.clone(),
             started: config,
@@ -78,12 +101,19 @@ impl Routes {
             );
             return;
         };
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let made = file::load(path).and_then(|config| {
             let workers = self.tables.len();
-            let tables = tables(&config, workers, self.concurrency.as_ref(), &self.metrics)?;
-            Ok((config, tables))
+            let made = tables(
+                &config,
+                workers,
+                self.concurrency.as_ref(),
+                &self.metrics,
+                &kept,
+            )?;
+            Ok((config, made))
         });
-        let (config, tables) = match made {
+        let (config, (tables, made)) = match made {
             Ok(made) => made,
             Err(error) => {
                 self.metrics.config_reloaded(false);
@@ -97,6 +127,8 @@ impl Routes {
         for (slot, table) in self.tables.iter().zip(tables) {
             slot.store(Arc::new(table));
         }
+        *kept = made;
+        drop(kept);
         self.metrics.config_reloaded(true);
         current_routes(&config, &self.metrics);
         let names: Vec<&str> = config.routes.iter().map(|r| r.name.as_str()).collect();
@@ -124,19 +156,94 @@ fn current_routes(config: &ProxyConfig, metrics: &Metrics) {
     }
 }
 
+/// The stateful parts of the routes in force, by their [`Shares`] keys:
+/// what a reload keeps.
+#[derive(Default)]
+struct Kept {
+    hold_offs: HashMap<String, HoldOff>,
+    pacings: HashMap<String, Pacing>,
+    budgets: HashMap<String, ClientBudget>,
+}
+
+impl std::fmt::Debug for Kept {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept")
+            .field("hold_offs", &self.hold_offs.len())
+            .field("pacings", &self.pacings.len())
+            .field("budgets", &self.budgets.len())
+            .finish()
+    }
+}
+
+/// The value of `key` in `made` (this configuration's), else in `kept`
+/// (the running one's), else `fresh`; recorded in `made`.
+fn share<T: Clone>(
+    key: Option<&String>,
+    (made, kept): (&mut HashMap<String, T>, &HashMap<String, T>),
+    fresh: Option<T>,
+) -> Option<T> {
+    let Some(key) = key else {
+        return fresh;
+    };
+    let value = made.get(key).or_else(|| kept.get(key)).cloned().or(fresh)?;
+    made.insert(key.clone(), value.clone());
+    Some(value)
+}
+
+/// A route's shared parts, its stateful ones taken from `made` or `kept`
+/// where their keys match (see [`Shares`]).
+fn prepare(
+    route: &RouteConfig,
+    (concurrency, named): (Option<&Arc<Semaphore>>, bool),
+    metrics: &Metrics,
+    (made, kept): (&mut Kept, &Kept),
+) -> Result<(RouteConfig, Shared), String> {
+    let mut route = route.clone();
+    let keys = route.shares.clone();
+    let found = keys
+        .hold_off
+        .as_ref()
+        .and_then(|key| made.hold_offs.get(key).or_else(|| kept.hold_offs.get(key)))
+        .cloned();
+    let fresh = match found {
+        Some(map) => Some(map),
+        None => hold_off(&route)?,
+    };
+    let map = share(
+        keys.hold_off.as_ref(),
+        (&mut made.hold_offs, &kept.hold_offs),
+        fresh,
+    );
+    route.pacing = share(
+        keys.pacing.as_ref(),
+        (&mut made.pacings, &kept.pacings),
+        route.pacing.take(),
+    );
+    route.client_budget = share(
+        keys.client_budget.as_ref(),
+        (&mut made.budgets, &kept.budgets),
+        route.client_budget.take(),
+    );
+    let shared = Shared::new(&route, (concurrency.cloned(), named), metrics.clone(), map)?;
+    Ok((route, shared))
+}
+
 /// `workers` tables of `config`'s routes: each route's shared parts made
-/// once, a client stack per worker; the routes of a file are named in the
-/// log line and spans, the flags' one is not.
+/// once (its stateful ones kept from `kept` where they match), a client
+/// stack per worker; the routes of a file are named in the log line and
+/// spans, the flags' one is not. Also returns what the next reload keeps.
 fn tables(
     config: &ProxyConfig,
     workers: usize,
     concurrency: Option<&Arc<Semaphore>>,
     metrics: &Metrics,
-) -> Result<Vec<Table>, String> {
+    kept: &Kept,
+) -> Result<(Vec<Table>, Kept), String> {
     let (routes, named) = (&config.routes, config.file.is_some());
+    let mut made = Kept::default();
     let mut prepared = Vec::with_capacity(routes.len());
     for route in routes {
-        let shared = Shared::new(route, (concurrency.cloned(), named), metrics.clone())
+        let (route, shared) = prepare(route, (concurrency, named), metrics, (&mut made, kept))
             .map_err(|e| format!("route {:?}: {e}", route.name))?;
         // The policies nearly every request of the route has: its own, and
         // the one-attempt policy of a request that must go once.
@@ -144,9 +251,9 @@ fn tables(
             .into_iter()
             .chain(classify::once_policy(route.policy).ok())
             .collect();
-        prepared.push((Arc::new(route.clone()), shared, policies));
+        prepared.push((Arc::new(route), shared, policies));
     }
-    Ok((0..workers)
+    let tables = (0..workers)
         .map(|_| {
             Table::new(
                 prepared
@@ -159,5 +266,6 @@ fn tables(
                     .collect(),
             )
         })
-        .collect())
+        .collect();
+    Ok((tables, made))
 }

@@ -123,6 +123,23 @@ pub struct RouteConfig {
     pub cacert: Option<PathBuf>,
     /// The hold-off's longest hold.
     pub max_hold: Duration,
+    /// What its stateful parts are made from (see [`Shares`]).
+    pub shares: Shares,
+}
+
+/// What a route's stateful parts (hold-off, pacers, client budget) are
+/// made from, as keys: routes whose hold-off (or pacing) keys are equal
+/// share one (each is keyed by upstream inside, so a `Retry-After` from an
+/// upstream holds every route to it), and a reload keeps the running ones
+/// whose keys it finds again, with what they learned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Shares {
+    /// The hold-off's settings, if on.
+    pub hold_off: Option<String>,
+    /// The pacing's settings, if on.
+    pub pacing: Option<String>,
+    /// The route's name and its client budget's settings, if on.
+    pub client_budget: Option<String>,
 }
 
 impl RouteConfig {
@@ -173,7 +190,20 @@ impl RouteSpec {
             .max_hold(self.max_hold)
             .build()
             .map_err(|e| format!("--max-hold: {e}"))?;
+        let shares = Shares {
+            hold_off: self.hold_off.then(|| {
+                let store = (&self.hold_off_redis, &self.hold_off_namespace);
+                format!("{store:?} {:?}", self.max_hold)
+            }),
+            pacing: self
+                .pace
+                .then(|| format!("{:?} {:?}", self.pace_headers, self.max_hold)),
+            client_budget: self
+                .client_budget
+                .map(|budget| format!("{} {budget:?}", self.name)),
+        };
         Ok(RouteConfig {
+            shares,
             client_budget: self.client_budget()?,
             hold_off_redis: self.hold_off_redis()?,
             pacing: self.pacing(),

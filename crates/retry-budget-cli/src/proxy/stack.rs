@@ -92,23 +92,22 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Builds the shared parts (the hold-off's store task, if any, starts
-    /// on the current runtime).
+    /// Builds the shared parts of a route, with its hold-off (made by
+    /// [`hold_off`], or another route's with the same settings).
     ///
     /// # Errors
     ///
-    /// A one-line message: the TLS roots could not be loaded, or the
-    /// hold-off's store could not start.
+    /// A one-line message: the TLS roots could not be loaded.
     pub fn new(
         config: &RouteConfig,
         (concurrency, named): (Option<Arc<Semaphore>>, bool),
         metrics: Metrics,
+        hold_off: Option<HoldOff>,
     ) -> Result<Self, String> {
         let tls = crate::common::tls::client_config(
             config.cacert.as_deref(),
             config.upstream.is_https(),
         )?;
-        let hold_off = hold_off(config)?;
         if let Some(map) = hold_off
             .as_ref()
             .filter(|_| config.hold_off_redis.is_some())
