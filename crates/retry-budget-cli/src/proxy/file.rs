@@ -553,3 +553,102 @@ fn find_key(text: &str, span: Range<usize>, key: &str) -> Option<usize> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROUTE: &str =
+        "[[route]]\nname = \"a\"\nmatch.prefix = \"/a\"\nupstream = \"http://a.test\"\n";
+
+    fn error(text: &str) -> String {
+        parse(text, "f.toml").unwrap_err()
+    }
+
+    #[test]
+    fn a_minimal_file_takes_the_flags_defaults() {
+        let config = parse(ROUTE, "f.toml").unwrap();
+        assert_eq!(config.listen, DEFAULT_LISTEN);
+        assert_eq!(config.admin, DEFAULT_ADMIN);
+        assert_eq!(config.log_format, LogFormat::Text);
+        assert_eq!(config.max_connections.get(), 512);
+        assert_eq!(config.connections.header_timeout, Duration::from_secs(30));
+        let route = &config.routes[0];
+        assert_eq!(route.policy, Policy::default());
+        assert_eq!(route.matcher, Match::Prefix("/a".into()));
+        assert!(route.hold_off && route.pacing.is_some() && route.client_budget.is_some());
+        assert_eq!(config.drain, Policy::default().total_budget());
+    }
+
+    #[test]
+    fn top_level_keys_and_limits_are_read() {
+        let text = format!(
+            "listen = \"0.0.0.0:8000\"\nadmin = \"127.0.0.1:8001\"\nworkers = 3\nconcurrency = 7\n\
+             drain = \"5s\"\nlog_format = \"json\"\n[limits]\nheader_timeout = \"1s\"\n\
+             idle_timeout = \"2s\"\nbody_idle_timeout = \"3s\"\nmax_connections = 9\n\
+             admin_max_connections = 4\n{ROUTE}"
+        );
+        let config = parse(&text, "f.toml").unwrap();
+        assert_eq!(config.listen, "0.0.0.0:8000".parse().unwrap());
+        assert_eq!(config.workers.get(), 3);
+        assert_eq!(config.concurrency.map(NonZeroUsize::get), Some(7));
+        assert_eq!(config.drain, Duration::from_secs(5));
+        assert_eq!(config.log_format, LogFormat::Json);
+        assert_eq!(config.connections.idle_timeout, Duration::from_secs(2));
+        assert_eq!(config.body_idle_timeout, Duration::from_secs(3));
+        assert_eq!(config.admin_max_connections.get(), 4);
+    }
+
+    #[test]
+    fn every_error_names_the_file_line_and_key() {
+        for (text, expected) in [
+            (
+                "[limits]\nidle = \"1s\"\n",
+                "f.toml:2:1: idle: unknown field `idle`",
+            ),
+            (
+                "log_format = \"xml\"\n",
+                "f.toml:1:14: log_format: expected one of text, json",
+            ),
+            (
+                "[limits]\nidle_timeout = \"0s\"\n",
+                "f.toml:2:1: idle_timeout: expected more than 0",
+            ),
+            ("workers = 0\n", "f.toml:1:11: workers: "),
+            (
+                "listen = \"127.0.0.1:9\"\nadmin = \"127.0.0.1:9\"\n",
+                "f.toml:2:1: admin: ",
+            ),
+        ] {
+            let text = format!("{text}{ROUTE}");
+            let error = error(&text);
+            assert!(error.starts_with(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn routes_are_checked_one_by_one() {
+        let route = |lines: &str| format!("[[route]]\n{lines}\n");
+        for (text, expected) in [
+            (route("name = \"a b\"\nmatch.prefix = \"/a\"\nupstream = \"http://a\""), "f.toml:2:1: name: expected 1 to 64"),
+            (route("name = \"a\"\nmatch.prefix = \"a\"\nupstream = \"http://a\""), "f.toml:3:1: prefix: expected an absolute path"),
+            (route("name = \"a\"\nmatch.prefix = \"/a/../b\"\nupstream = \"http://a\""), "f.toml:3:1: prefix: "),
+            (route("name = \"a\"\nmatch.host = \"u@a\"\nupstream = \"http://a\""), "f.toml:3:1: host: expected a host"),
+            (route("name = \"a\"\nmatch.prefix = \"/a\"\nupstream = \"http://a\"\nretry_on = [200]"), "f.toml:5:1: retry_on: route \"a\": "),
+            (route("name = \"a\"\nmatch.prefix = \"/a\"\nupstream = \"http://a\"\nattempts = 0"), "f.toml:5:1: attempts: route \"a\": "),
+            (route("name = \"a\"\nmatch.prefix = \"/a\"\nupstream = \"http://a\"\npreset = \"acme\""), "f.toml:5:10: preset: expected one of openai, "),
+            (route("name = \"a\"\nupstream = \"http://a\""), "f.toml:1:1: route: missing field `match`"),
+            (format!("{ROUTE}{ROUTE}"), "f.toml:6:1: name: expected a name no other route has"),
+            (format!("{ROUTE}{}", route("name = \"b\"\nmatch.prefix = \"/a/\"\nupstream = \"http://b\"")), "f.toml:5:1: match: prefix /a/ is already another route's"),
+        ] {
+            let error = error(&text);
+            assert!(error.starts_with(expected), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_prefix_of_slash_takes_every_request() {
+        let text = "[[route]]\nname = \"all\"\nmatch.prefix = \"/\"\nupstream = \"http://a\"\n";
+        assert_eq!(parse(text, "f.toml").unwrap().routes[0].matcher, Match::Any);
+    }
+}
