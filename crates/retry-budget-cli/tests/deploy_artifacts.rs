@@ -189,6 +189,30 @@ fn unknown_names(exprs: &[String], exposition: &str) -> Vec<(String, String)> {
     unknown
 }
 
+/// The scrape of a proxy serving a config file's route, after one action
+/// (the per-route series exist only for a file's routes).
+async fn routes_scrape(upstream: &Upstream) -> String {
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[[route]]\nname = \"api\"\n\
+         match.prefix = \"/api\"\nupstream = \"{}\"\n",
+        upstream.url()
+    );
+    let path = std::env::temp_dir().join(format!(
+        "retry-budget-dashboard-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, config).unwrap();
+    let proxy = Proxy::start_config(&path);
+    assert_eq!(send(get(&proxy.url("/api/x"))).await.status, 200);
+    proxy
+        .metric_reaching(
+            "retry_budget_route_actions_total{route=\"api\",outcome=\"success\"}",
+            1.0,
+        )
+        .await;
+    proxy.metrics().await
+}
+
 fn deploy_file(path: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy")
@@ -314,6 +338,9 @@ fn the_files_reference_the_metrics_they_are_about() {
         "retry_budget_hold_off_store_available",
         "retry_budget_actions_in_flight",
         "retry_budget_actions_waiting",
+        "retry_budget_route_actions_total",
+        "retry_budget_route_upstream_responses_total",
+        "retry_budget_route_failing",
     ] {
         assert!(dashboard.contains(name), "{name} not in {dashboard:?}");
     }
@@ -354,7 +381,8 @@ async fn the_dashboard_and_the_alerts_name_only_metrics_the_proxy_exports() {
     assert_eq!(other.status, 200);
     assert_eq!(limited.await.unwrap().status, 200);
 
-    let exposition = proxy.metrics().await;
+    let mut exposition = proxy.metrics().await;
+    exposition.push_str(&routes_scrape(&upstream).await);
     assert!(
         metric(
             &exposition,
