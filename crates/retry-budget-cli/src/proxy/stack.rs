@@ -14,17 +14,18 @@
 //!   → hyper-util Client  (HTTP/1.1 or HTTP/2, http:// or https://)
 //! ```
 //!
-//! Each worker thread has a stack of its own (its own hyper-util client,
-//! so its upstream connections are driven on its own thread); what the
-//! actions of all workers share ([`Shared`]: the client budget, the
-//! hold-off map, the `--concurrency` semaphore, the metrics observer) is
-//! built once and passed in by handle, so the many-action parts work
-//! across requests and workers as in one long-lived layer. (The handler
+//! Each worker thread has a stack of its own for each route (its own
+//! hyper-util client, so its upstream connections are driven on its own
+//! thread); what the actions of all workers share ([`Shared`]: the client
+//! budget, the hold-off map, the `--concurrency` semaphore, the metrics
+//! observer) is built once per route and passed in by handle, so the
+//! many-action parts work across requests and workers as in one
+//! long-lived layer. (The handler
 //! puts an `ActionId` in each request, so the observer's ids stay unique.)
 //!
-//! The whole service is built once per worker for the two policies nearly
-//! every request has (the configured one, and the one-attempt policy of a
-//! request that must go once) and cloned per request; only a request whose
+//! The whole service is built once per worker and route for the two
+//! policies nearly every request has (the route's own, and the one-attempt
+//! policy of a request that must go once) and cloned per request; only a request whose
 //! caller sent a deadline, which gives it a [`Policy`] of its own, gets a
 //! retry layer made for it.
 
@@ -124,7 +125,7 @@ impl Shared {
     }
 }
 
-/// One worker's stack; see the [module docs](self).
+/// One route's stack on one worker; see the [module docs](self).
 #[derive(Clone)]
 pub struct Stack {
     below: Below,
