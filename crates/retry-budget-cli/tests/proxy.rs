@@ -116,7 +116,11 @@ async fn a_post_is_sent_once_unless_it_has_an_idempotency_key() {
     assert_eq!(answer.status, 429, "the 429 reaches the caller as sent");
     assert_eq!(answer.header("retry-after"), "1");
     assert_eq!(answer.header("retry-budget-attempts"), "1");
-    assert_eq!(answer.header("retry-budget-outcome"), "attempts_exhausted");
+    assert_eq!(
+        answer.header("retry-budget-outcome"),
+        "not_retryable",
+        "a write not repeated is not a policy of one attempt"
+    );
     assert_eq!(upstream.count(), 1);
     assert_eq!(upstream.seen()[0].method, "POST");
     assert_eq!(upstream.seen()[0].body, "payload");
@@ -340,8 +344,13 @@ async fn the_metrics_match_what_the_upstream_saw() {
     );
     assert_eq!(
         m("retry_budget_actions_total{outcome=\"attempts_exhausted\",category=\"rate_limit\"}"),
-        2.0,
-        "the GET retried once, the POST sent once"
+        1.0,
+        "the GET retried once"
+    );
+    assert_eq!(
+        m("retry_budget_actions_total{outcome=\"not_retryable\",category=\"rate_limit\"}"),
+        1.0,
+        "the POST sent once: not repeatable"
     );
     assert_eq!(
         m("retry_budget_actions_total{outcome=\"not_retryable\",category=\"server_error\"}"),

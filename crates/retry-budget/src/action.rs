@@ -29,7 +29,8 @@
 //! may have delayed it).
 //!
 //! Stop reasons are checked in this order: caller gone (`cancelled`), status
-//! not retried (`success` for 2xx/3xx, `not_retryable` otherwise), no attempts
+//! not retried (`success` for 2xx/3xx, `not_retryable` otherwise), a request
+//! that must not be sent twice (`not_retryable`, [`Action::not_repeatable`]), no attempts
 //! left (`attempts_exhausted`, without reading the header), an HTTP-date with
 //! no trusted clock (`clock_untrusted`), the reservation does not fit
 //! (`budget_exhausted`).
@@ -76,6 +77,7 @@ use crate::trail_details;
 use crate::{retry_after::RetryAfter, Answer, Decision, Jitter, Outcome, Policy};
 
 mod reading;
+mod repeat;
 mod shared;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +107,9 @@ pub struct Action {
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
     told: Told,
+    /// Whether the request may be sent more than once (see
+    /// [`Action::not_repeatable`]).
+    repeatable: bool,
 }
 
 impl Action {
@@ -165,6 +170,7 @@ impl Action {
             previous_fallback: None,
             server_asked_until: None,
             told: Told::default(),
+            repeatable: true,
         }
     }
 
@@ -442,6 +448,10 @@ impl Action {
             );
             return self.stop(now, Outcome::NotRetryable);
         }
+        if !self.repeatable {
+            self.push(now, EventKind::NotRepeatable { attempt });
+            return self.stop(now, Outcome::NotRetryable);
+        }
         if self.attempts_started >= self.policy.max_attempts() {
             return self.stop(now, Outcome::AttemptsExhausted);
         }
@@ -587,34 +597,6 @@ impl Action {
             },
         );
         self.stop(now, Outcome::TransportError)
-    }
-
-    /// Whether another attempt may still follow the one in flight (or, before
-    /// it starts, the next one): when `false`, that attempt is the last, and
-    /// the caller may send the request itself instead of keeping a copy.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy};
-    ///
-    /// let policy = Policy::builder().max_attempts(2).build()?;
-    /// let mut action = Action::new(policy);
-    /// assert!(action.retry_may_follow()); // the first of two
-    /// action.attempt_started(Duration::ZERO);
-    /// assert!(action.retry_may_follow());
-    /// # use retry_budget::retry_after::RetryAfter;
-    /// action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
-    /// action.timer_woke(Duration::from_secs(2));
-    /// assert!(!action.retry_may_follow()); // the next one is the last
-    /// # Ok::<(), retry_budget::PolicyError>(())
-    /// ```
-    pub fn retry_may_follow(&self) -> bool {
-        let last = match self.phase {
-            Phase::Stopped { .. } => return false,
-            Phase::InFlight { .. } => self.attempts_started,
-            Phase::Ready | Phase::Waiting { .. } => self.attempts_started.saturating_add(1),
-        };
-        last < self.policy.max_attempts()
     }
 
     fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {

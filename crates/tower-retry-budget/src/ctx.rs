@@ -60,6 +60,12 @@ impl<S, B> Ctx<S, B> {
     /// extras say first (a shared store down, a hold on the service, a pace), then
     /// the first attempt's start. Returns the core's decision.
     pub(crate) fn open(&mut self, request: Request<B>) -> Decision {
+        if !request::may_retry(&request) {
+            // Budgeted ([`BudgetThis`](crate::BudgetThis)) but never to be
+            // sent twice: the core ends it `not_retryable` where it would
+            // retry, and keeps no copy.
+            self.action.not_repeatable();
+        }
         self.template = Some(request);
         let before = self.extras.before_first(&mut self.clock);
         if before.store_down {
