@@ -246,6 +246,43 @@ attempts = 1
 }
 
 #[tokio::test]
+async fn each_route_speaks_its_own_http_version_upstream() {
+    let h2 = Upstream::start_h2(|_, _| Reply::status(200).body("h2"));
+    let h1 = Upstream::start(|_, _| Reply::status(200).body("h1"));
+    let file = write_config(
+        "versions",
+        &format!(
+            "{LISTENERS}
+[[route]]
+name = \"grpcish\"
+match.prefix = \"/two\"
+upstream = \"{}\"
+http2 = true
+
+[[route]]
+name = \"plain\"
+match.prefix = \"/one\"
+upstream = \"{}\"
+",
+            h2.url(),
+            h1.url()
+        ),
+    );
+    let proxy = Proxy::start_config(&file);
+    for (path, body) in [("/two/x", "h2"), ("/one/x", "h1"), ("/two/y", "h2")] {
+        let answer = send(get(&proxy.url(path))).await;
+        assert_eq!(
+            (answer.status, answer.text().as_str()),
+            (200, body),
+            "{path}"
+        );
+    }
+    assert_eq!((h2.count(), h1.count()), (2, 1));
+    proxy.signal("TERM");
+    proxy.wait_exit();
+}
+
+#[tokio::test]
 async fn a_path_never_leaves_its_routes_upstream_prefix() {
     let a = Upstream::start(|_, _| Reply::status(200));
     let b = Upstream::start(|_, _| Reply::status(200));
