@@ -279,12 +279,14 @@ impl Args {
         self.check_config.as_deref()
     }
 
-    /// Checks the flags (or reads the config file); the error is one line
-    /// that names the flag (or the file, line and key).
+    /// The config file to serve, if `--config` was given (then the flags
+    /// give nothing else).
+    pub fn config_file(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
+    /// Checks the flags; the error is one line that names the flag.
     pub fn config(self) -> Result<ProxyConfig, String> {
-        if let Some(file) = &self.config {
-            return super::file::load(file);
-        }
         self.check()?;
         let route = RouteSpec {
             name: "default".to_owned(),

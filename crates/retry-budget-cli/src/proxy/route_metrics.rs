@@ -9,10 +9,10 @@
 //!
 //! The `route` label is bounded: its values are the names of the config
 //! file's routes (a reload that renames a route keeps the old series). A
-//! route's observer ([`RouteObserver`]) feeds the proxy-wide metrics as
-//! before and, for a route of a file, these series, each counter looked up
-//! once and then incremented through its handle. The flags' one route has
-//! no series of its own (its figures are the proxy-wide ones).
+//! route's observer (`stack.rs`) feeds the proxy-wide metrics as before
+//! and, for a route of a file, these series ([`RouteSeries`]), each counter
+//! looked up once and then incremented through its handle. The flags' one
+//! route has no series of its own (its figures are the proxy-wide ones).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -22,11 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use retry_budget::trail::{Event, EventKind};
 use retry_budget::{Outcome, Report};
-use tower_retry_budget::observer::{ActionId, Observer};
-
-use super::metrics::Metrics;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabels {
@@ -99,7 +95,7 @@ impl RouteFamilies {
     }
 
     /// The series of the route `name`.
-    fn series(&self, name: &str) -> RouteSeries {
+    pub fn series(&self, name: &str) -> RouteSeries {
         RouteSeries {
             name: name.to_owned(),
             families: self.clone(),
@@ -120,7 +116,7 @@ const STATUSES: usize = 600;
 
 /// One route's series handles.
 #[derive(Debug)]
-struct RouteSeries {
+pub struct RouteSeries {
     name: String,
     families: RouteFamilies,
     outcomes: [OnceLock<Counter>; Outcome::ALL.len()],
@@ -129,7 +125,8 @@ struct RouteSeries {
 }
 
 impl RouteSeries {
-    fn response(&self, status: u16) {
+    /// A response of one of the route's attempts.
+    pub fn response(&self, status: u16) {
         let make = || {
             self.families
                 .responses
@@ -145,7 +142,8 @@ impl RouteSeries {
         };
     }
 
-    fn report(&self, report: &Report) {
+    /// The report of one of the route's actions.
+    pub fn report(&self, report: &Report) {
         let outcome = report.outcome;
         let make = || {
             self.families
@@ -163,38 +161,5 @@ impl RouteSeries {
         let failing = matches!(outcome, Outcome::TransportError | Outcome::AttemptTimeout)
             || report.last_status.is_some_and(|s| s >= 500);
         self.failing.set(i64::from(failing));
-    }
-}
-
-/// A route's observer: the proxy-wide metrics, and the route's own series
-/// for a route of a config file; see the [module docs](self).
-#[derive(Debug, Clone)]
-pub struct RouteObserver {
-    metrics: Metrics,
-    series: Option<Arc<RouteSeries>>,
-}
-
-impl RouteObserver {
-    /// The observer of route `name` (`None`: the flags' one route, no
-    /// series of its own).
-    pub fn new(metrics: Metrics, name: Option<&str>) -> Self {
-        let series = name.map(|name| Arc::new(metrics.route_families().series(name)));
-        Self { metrics, series }
-    }
-}
-
-impl Observer for RouteObserver {
-    fn on_event(&self, id: ActionId, event: &Event) {
-        self.metrics.event(id.0, event);
-        if let (Some(series), EventKind::Response { status, .. }) = (&self.series, &event.kind) {
-            series.response(*status);
-        }
-    }
-
-    fn on_report(&self, id: ActionId, report: &Report) {
-        self.metrics.report_of(id.0, report);
-        if let Some(series) = &self.series {
-            series.report(report);
-        }
     }
 }

@@ -64,7 +64,11 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(path) = args.check_config() {
         return file::check(path);
     }
-    let config = match args.config() {
+    let config = match args.config_file() {
+        Some(path) => file::load(path),
+        None => args.config(),
+    };
+    let config = match config {
         Ok(config) => config,
         Err(message) => return crate::common::run::usage_error(&message),
     };

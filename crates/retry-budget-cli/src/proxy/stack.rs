@@ -34,11 +34,14 @@ use std::sync::Arc;
 use http::Request;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use retry_budget::trail::{Event, EventKind};
 use retry_budget::Policy;
+use retry_budget::Report;
 use tokio::sync::Semaphore;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
+use tower_retry_budget::observer::{ActionId, Observer};
 use tower_retry_budget::{
     body_replay::{ReplayBody, ReplayBodyLayer},
     budget::ClientBudget,
@@ -57,7 +60,7 @@ use super::attempt::{Attempt, AttemptLayer};
 use super::metrics::Metrics;
 use super::relay_body::CallerBody;
 use super::route::RouteConfig;
-use super::route_metrics::RouteObserver;
+use super::route_metrics::RouteSeries;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<CallerBody>;
@@ -256,4 +259,37 @@ fn client(config: &RouteConfig, tls: Arc<rustls::ClientConfig>) -> UpstreamClien
         .pool_timer(TokioTimer::new())
         .http2_only(config.upstream.http2)
         .build(connector)
+}
+
+/// A route's observer: the proxy-wide metrics, and the route's own series
+/// for a route of a config file; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct RouteObserver {
+    metrics: Metrics,
+    series: Option<Arc<RouteSeries>>,
+}
+
+impl RouteObserver {
+    /// The observer of route `name` (`None`: the flags' one route, no
+    /// series of its own).
+    pub fn new(metrics: Metrics, name: Option<&str>) -> Self {
+        let series = name.map(|name| Arc::new(metrics.route_families().series(name)));
+        Self { metrics, series }
+    }
+}
+
+impl Observer for RouteObserver {
+    fn on_event(&self, id: ActionId, event: &Event) {
+        self.metrics.event(id.0, event);
+        if let (Some(series), EventKind::Response { status, .. }) = (&self.series, &event.kind) {
+            series.response(*status);
+        }
+    }
+
+    fn on_report(&self, id: ActionId, report: &Report) {
+        self.metrics.report_of(id.0, report);
+        if let Some(series) = &self.series {
+            series.report(report);
+        }
+    }
 }
