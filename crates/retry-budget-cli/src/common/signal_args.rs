@@ -207,7 +207,8 @@ impl SignalArgs {
     }
 }
 
-fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
+/// One `--reset-header NAME=FORMAT` (also a config file's `reset_headers`).
+pub fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
     let (name, format) = text.split_once('=').ok_or_else(|| {
         format!("expected NAME=seconds, NAME=unix, NAME=duration or NAME=rfc3339, not {text:?}")
     })?;

@@ -1,5 +1,6 @@
 //! The admin address: `/metrics` (Prometheus text), `/ready` (503 once a
-//! shutdown has begun, so that a load balancer stops sending), `/live`
+//! shutdown has begun, so that a load balancer stops sending; 200 with the
+//! routes whose upstream is failing listed, while serving), `/live`
 //! (200 while the process runs). HTTP/1.1 only, GET and HEAD only.
 
 use std::convert::Infallible;
@@ -83,7 +84,7 @@ impl Admin {
                 );
                 response
             }
-            "/ready" if self.ready.load(Ordering::SeqCst) => text(StatusCode::OK, "ready\n"),
+            "/ready" if self.ready.load(Ordering::SeqCst) => self.ready_text(),
             "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
             "/live" => text(StatusCode::OK, "live\n"),
             _ => text(
@@ -91,6 +92,21 @@ impl Admin {
                 "not found: /metrics, /ready or /live\n",
             ),
         }
+    }
+}
+
+impl Admin {
+    /// 200 `ready`, listing the routes whose upstream is failing (the
+    /// proxy still serves the others, so it stays ready).
+    fn ready_text(&self) -> Response<Full<Bytes>> {
+        let failing = self.metrics.route_families().failing();
+        if failing.is_empty() {
+            return text(StatusCode::OK, "ready\n");
+        }
+        let body = format!("ready\nfailing routes: {}\n", failing.join(", "));
+        let mut response = text(StatusCode::OK, "");
+        *response.body_mut() = Full::new(Bytes::from(body));
+        response
     }
 }
 

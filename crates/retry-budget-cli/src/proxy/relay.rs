@@ -22,15 +22,15 @@ use super::log_guard::LogGuard;
 use super::metrics::Metrics;
 use super::relay_body::RelayBody;
 use super::reply::{failed, own_outcome, tell, ProxyBody, BAD_REQUEST_BODY, INVALID_STATUS};
-use super::stack::Stack;
 use super::start::Started;
+use super::table::Route;
 
 /// `x-should-retry`: the word an SDK obeys (see the [module docs](self)).
 pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 
 /// Sends the action and answers the caller (see the [module docs](self)).
 pub async fn run(
-    stack: &Stack,
+    route: &Route,
     metrics: &Metrics,
     config: &ProxyConfig,
     started: Started,
@@ -45,7 +45,8 @@ pub async fn run(
     // Declared after `guard`, so dropped before it if the caller leaves:
     // the layer's future, dropped, fills the slot with the core's report
     // before `guard` writes the log line from it.
-    let action = std::pin::pin!(stack
+    let action = std::pin::pin!(route
+        .stack
         .service(policy)
         .oneshot(request)
         .instrument(span.clone()));
@@ -77,7 +78,10 @@ pub async fn run(
                 INVALID_STATUS,
             )
         }
-        Ok(response) => relay_upstream(response, metrics, config, guard, report),
+        Ok(response) => {
+            let ends = (config.body_idle_timeout, route.config.preset.is_some());
+            relay_upstream(response, metrics, ends, guard, report)
+        }
         Err(error) => {
             if let Some(report) = &report {
                 guard.log(report, None);
@@ -94,13 +98,12 @@ pub async fn run(
 fn relay_upstream(
     response: Response<QuotaBody<Incoming>>,
     metrics: &Metrics,
-    config: &ProxyConfig,
+    (body_idle_timeout, preset): (std::time::Duration, bool),
     mut guard: LogGuard,
     report: Option<Report>,
 ) -> Response<ProxyBody> {
     let metrics = metrics.clone();
-    let preset = config.preset.is_some();
-    relay(response, config.body_idle_timeout, preset, move |ending| {
+    relay(response, body_idle_timeout, preset, move |ending| {
         metrics.body_ended(ending.as_str());
         if let Some(report) = &report {
             guard.log(report, Some(ending));
