@@ -111,7 +111,7 @@ impl<'a> ActionLine<'a> {
                 line.push(' ');
                 line.push_str(self.method.as_str());
                 line.push(' ');
-                let _ = write!(line, "{}", logged_uri(self.url));
+                let _ = logged_uri(self.url).write_to(line);
                 line.push_str(" outcome=");
                 line.push_str(self.outcome);
                 line.push_str(" attempts=");
