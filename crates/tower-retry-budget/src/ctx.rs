@@ -140,12 +140,12 @@ impl<S, B> Ctx<S, B> {
     where
         B: Clone,
     {
-        let request = if self.action.retry_may_follow() {
-            self.template.as_ref().map(request::copy)
+        const KEPT: &str = "the request is kept while an attempt may start";
+        let mut request = if self.action.retry_may_follow() {
+            request::copy(self.template.as_ref().expect(KEPT))
         } else {
-            self.template.take()
+            self.template.take().expect(KEPT)
         };
-        let mut request = request.expect("the request is kept while an attempt may start");
         self.extras.attempt(request.extensions_mut(), &self.action);
         request
     }

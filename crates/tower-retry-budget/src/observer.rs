@@ -22,7 +22,7 @@ use http::Extensions;
 use retry_budget::Report;
 
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra};
+use crate::extra::{ActionExtra, Extra, Moments};
 use crate::report_slot::LateReport;
 use crate::response_signal::is_grpc;
 
@@ -150,6 +150,10 @@ impl Extra for SharedObserver {
 }
 
 impl ActionExtra for Watch {
+    fn moments(&self) -> Moments {
+        Moments::REPORT.and(Moments::DELIVER)
+    }
+
     fn listens(&self) -> bool {
         true
     }

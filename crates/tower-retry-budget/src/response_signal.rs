@@ -139,17 +139,19 @@ impl Signal {
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
     ) -> Answer<'_> {
-        // A delay a layer below found in the body: one more reset value.
-        if let Some(delay) = body.and_then(Extensions::get::<BodyRetryDelay>) {
-            if self.status >= 400 {
-                self.reset_headers
-                    .get_or_insert_with(|| ResetHeaders::new(None))
-                    .push(
-                        BodyRetryDelay::NAME,
-                        ResetFormat::Duration,
-                        delay.raw().as_bytes(),
-                    );
-            }
+        // A delay a layer below found in the body: one more reset value
+        // (only ever read of an error status; a success skips the look).
+        let delay = (self.status >= 400)
+            .then(|| body.and_then(Extensions::get::<BodyRetryDelay>))
+            .flatten();
+        if let Some(delay) = delay {
+            self.reset_headers
+                .get_or_insert_with(|| ResetHeaders::new(None))
+                .push(
+                    BodyRetryDelay::NAME,
+                    ResetFormat::Duration,
+                    delay.raw().as_bytes(),
+                );
         }
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.

@@ -117,7 +117,7 @@ impl<'a> ActionLine<'a> {
                 line.push(' ');
                 line.push_str(self.method.as_str());
                 line.push(' ');
-                let _ = write!(line, "{}", logged_uri(self.url));
+                let _ = logged_uri(self.url).write_to(line);
                 if let Some(route) = self.route {
                     line.push_str(" route=");
                     line.push_str(route);

@@ -1,5 +1,6 @@
 //! One limit as the pacer holds it, and how a new reading updates it.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::state::{LimitKind, QuotaState};
@@ -59,7 +60,7 @@ impl HeldLimit {
 
     /// What is left of `remaining` after the first attempts in `starts`
     /// that began after the basis and before the reset.
-    pub(crate) fn left(&self, starts: &[Duration]) -> u64 {
+    pub(crate) fn left(&self, starts: &VecDeque<Duration>) -> u64 {
         let used = starts
             .iter()
             .filter(|s| **s > self.basis && **s < self.resets_at)
@@ -79,7 +80,7 @@ impl HeldLimit {
     /// * a response sent earlier (arriving out of order) is used only
     ///   within the same window and only if it leaves less: it never raises
     ///   what a later-sent request lowered.
-    pub(crate) fn update(&mut self, new: Self, received_at: Duration, starts: &[Duration]) {
+    pub(crate) fn update(&mut self, new: Self, received_at: Duration, starts: &VecDeque<Duration>) {
         if self.resets_at <= received_at {
             *self = new;
             return;

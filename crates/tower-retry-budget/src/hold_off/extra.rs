@@ -9,7 +9,7 @@ use retry_budget::ClientEffects;
 use super::authority::authority_in;
 use super::HoldOff;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, BeforeFirst, Extra};
+use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
 
 impl Extra for HoldOff {
     fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
@@ -29,6 +29,10 @@ struct Keyed {
 }
 
 impl ActionExtra for Keyed {
+    fn moments(&self) -> Moments {
+        Moments::BEFORE_FIRST.and(Moments::EFFECTS)
+    }
+
     /// A shared store (Redis) that is down: the core records that this
     /// action's hold-offs come from the local map alone. A hold on the
     /// request's service: the core decides whether the first attempt waits
