@@ -15,7 +15,7 @@ use retry_budget::trail::{EventKind, WaitBasis};
 use retry_budget::{Category, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
-use tower_retry_budget::quota::QuotaLayer;
+use tower_retry_budget::peek::PeekLayer;
 use tower_retry_budget::response_signal::HttpSignal;
 use tower_retry_budget::RetryBudgetLayer;
 
@@ -37,7 +37,7 @@ const CREDITS: &str = r#"{"error":{"code":402,"message":"Insufficient credits.",
 /// later one 200. Returns the report, the time taken, the upstream's
 /// count, and the body the caller received.
 async fn run(
-    quota: QuotaLayer,
+    quota: PeekLayer,
     status: u16,
     body: &str,
     headers: &[(&str, &str)],
@@ -96,7 +96,7 @@ async fn gemini_waits_its_retry_delay_at_least() {
     for (delay, wait) in [("53s", S(53)), ("1.5s", MS(1500)), ("3s", S(3))] {
         let body = gemini(PER_MINUTE, delay);
         let policy_budget_fits = wait < S(20);
-        let (report, took, calls, _) = run(QuotaLayer::gemini(), 429, &body, &[]).await;
+        let (report, took, calls, _) = run(PeekLayer::gemini(), 429, &body, &[]).await;
         if policy_budget_fits {
             assert_eq!(
                 (report.outcome, took, calls),
@@ -118,7 +118,7 @@ async fn gemini_waits_its_retry_delay_at_least() {
     }
     // Without the preset the fallback (2 s) applies.
     let body = gemini(PER_MINUTE, "3s");
-    let none = QuotaLayer::new(std::iter::empty::<&str>());
+    let none = PeekLayer::new();
     let (_, took, _, _) = run(none, 429, &body, &[]).await;
     assert_eq!(took, S(2));
 }
@@ -126,7 +126,7 @@ async fn gemini_waits_its_retry_delay_at_least() {
 #[tokio::test(start_paused = true)]
 async fn a_gemini_per_day_quota_ends_on_its_first_attempt() {
     let body = gemini(PER_DAY, "22s");
-    let (report, took, calls, got) = run(QuotaLayer::gemini(), 429, &body, &[]).await;
+    let (report, took, calls, got) = run(PeekLayer::gemini(), 429, &body, &[]).await;
     assert_eq!(
         (report.outcome, took, calls),
         (Outcome::NotRetryable, S(0), 1)
@@ -142,7 +142,7 @@ async fn a_gemini_per_day_quota_ends_on_its_first_attempt() {
 #[tokio::test(start_paused = true)]
 async fn openrouter_retries_only_its_in_flight_402_with_a_delay() {
     let (report, took, calls, got) = run(
-        QuotaLayer::openrouter(),
+        PeekLayer::openrouter(),
         402,
         IN_FLIGHT,
         &[("retry-after", "1")],
@@ -151,7 +151,7 @@ async fn openrouter_retries_only_its_in_flight_402_with_a_delay() {
     assert_eq!((report.outcome, took, calls), (Outcome::Success, S(1), 2));
     assert!(got.is_empty(), "the success's body");
     // Without Retry-After: not a wait-and-retry case.
-    let (report, took, calls, got) = run(QuotaLayer::openrouter(), 402, IN_FLIGHT, &[]).await;
+    let (report, took, calls, got) = run(PeekLayer::openrouter(), 402, IN_FLIGHT, &[]).await;
     assert_eq!(
         (report.outcome, took, calls),
         (Outcome::NotRetryable, S(0), 1)
@@ -159,7 +159,7 @@ async fn openrouter_retries_only_its_in_flight_402_with_a_delay() {
     assert_eq!(got, IN_FLIGHT.as_bytes());
     // Any other 402 is not retried, Retry-After or not: a quota.
     let (report, took, calls, _) = run(
-        QuotaLayer::openrouter(),
+        PeekLayer::openrouter(),
         402,
         CREDITS,
         &[("retry-after", "1")],
@@ -171,7 +171,7 @@ async fn openrouter_retries_only_its_in_flight_402_with_a_delay() {
     );
     assert_eq!(report.category(), Some(Category::Quota));
     // Without the preset the retryable 402 is not retried.
-    let none = QuotaLayer::new(std::iter::empty::<&str>());
+    let none = PeekLayer::new();
     let (_, _, calls, _) = run(none, 402, IN_FLIGHT, &[("retry-after", "1")]).await;
     assert_eq!(calls, 1);
 }
@@ -179,7 +179,7 @@ async fn openrouter_retries_only_its_in_flight_402_with_a_delay() {
 #[tokio::test(start_paused = true)]
 async fn an_in_flight_402_past_the_budget_stops_at_once_as_a_rate_limit() {
     let (report, took, calls, _) = run(
-        QuotaLayer::openrouter(),
+        PeekLayer::openrouter(),
         402,
         IN_FLIGHT,
         &[("retry-after", "3600")],
@@ -209,7 +209,7 @@ async fn malformed_bodies_change_nothing() {
         "\u{0}\u{ff}".to_owned(),
     ];
     for body in &bad {
-        for quota in [QuotaLayer::gemini(), QuotaLayer::openrouter()] {
+        for quota in [PeekLayer::gemini(), PeekLayer::openrouter()] {
             let (report, took, calls, _) = run(quota, 429, body, &[]).await;
             assert_eq!(
                 (report.outcome, took, calls),
@@ -229,7 +229,7 @@ async fn a_cohere_trial_keys_monthly_limit_is_a_quota_its_minute_limit_is_not() 
     const MONTH: &str = r#"{"message":"You are using a Trial key, which is limited to 1000 API calls / month. You can continue to use the Trial key for free."}"#;
     const MINUTE: &str =
         r#"{"message":"You are using a Trial key, which is limited to 40 API calls / minute."}"#;
-    let cohere = || QuotaLayer::for_provider(&tower_retry_budget::response_signal::COHERE);
+    let cohere = || PeekLayer::for_provider(&tower_retry_budget::response_signal::COHERE);
     let (report, took, calls, got) = run(cohere(), 429, MONTH, &[]).await;
     assert_eq!(
         (report.outcome, took, calls),

@@ -16,7 +16,7 @@ use retry_budget::{ratio::Ratio, Policy};
 use tower_retry_budget::hold_off::RedisStore;
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
 use tower_retry_budget::pace::Pacing;
-use tower_retry_budget::quota::QuotaLayer;
+use tower_retry_budget::peek::PeekLayer;
 use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
 
 use super::upstream::Upstream;
@@ -174,7 +174,7 @@ pub struct ProxyConfig {
     pub reset: Option<ResetSignal>,
     /// What reads a retried status's JSON body for a quota used up
     /// (`--preset openai`; without it, no code: nothing is read).
-    pub quota: QuotaLayer,
+    pub quota: PeekLayer,
     /// The API preset in force, if any (`--preset`, `auto` resolved).
     pub preset: Option<&'static Provider>,
     /// The gate.
