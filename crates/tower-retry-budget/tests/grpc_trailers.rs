@@ -38,8 +38,8 @@ use retry_budget::{
 use tokio::time::{Instant, Sleep};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    peek::PeekLayer,
     observer::{ActionId, Event, Observer},
+    peek::PeekLayer,
     response_signal::GrpcSignal,
     Idempotent, ReportSlot, RetryBudgetLayer,
 };

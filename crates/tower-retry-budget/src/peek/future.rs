@@ -150,10 +150,9 @@ where
                             }
                         }
                     }
-                    let Some(json) = json
-                        .take()
-                        .filter(|json| json::worth_reading(json, status.as_u16(), response.headers()))
-                    else {
+                    let Some(json) = json.take().filter(|json| {
+                        json::worth_reading(json, status.as_u16(), response.headers())
+                    }) else {
                         return Poll::Ready(Ok(response.map(PeekBody::untouched)));
                     };
                     // The read ends after its own timeout, and never after
@@ -180,9 +179,7 @@ where
                         .expect("PeekFuture polled after completion")
                         .body_mut();
                     let first = ready!(Pin::new(body).poll_frame(cx));
-                    let response = response
-                        .take()
-                        .expect("PeekFuture polled after completion");
+                    let response = response.take().expect("PeekFuture polled after completion");
                     let listeners = std::mem::take(listeners);
                     return Poll::Ready(Ok(with_first_frame(response, first, listeners)));
                 }

@@ -28,8 +28,8 @@ pub const DEFAULT_PEEK_READ_TIMEOUT: Duration = Duration::from_secs(1);
 ///   [`GrpcSignal`](crate::response_signal::GrpcSignal);
 /// * **what a JSON error body says** (feature `quota`, serde_json): a
 ///   quota used up, the server's delay, a retryable rate limit of the
-///   service's own kind ([`openai`](Self::openai), [`gemini`](Self::gemini),
-///   [`openrouter`](Self::openrouter), [`for_provider`](Self::for_provider),
+///   service's own kind (`openai`, `gemini`,
+///   `openrouter`, `for_provider`,
 ///   or the rules one by one).
 ///
 /// Only calls the retry layer budgets are peeked at; every other call, and

@@ -76,6 +76,12 @@ where
             crate::clock::instant_at(tokio::time::Instant::now(), attempt.reservation)
         });
         let json = self.json.clone();
-        PeekFuture::peeking(self.inner.call(request), self.grpc, json, deadline, listeners)
+        PeekFuture::peeking(
+            self.inner.call(request),
+            self.grpc,
+            json,
+            deadline,
+            listeners,
+        )
     }
 }
