@@ -109,6 +109,8 @@ impl fmt::Display for ResetFormat {
 pub struct ResetHeaders {
     values: Vec<ResetValue>,
     max_interval: Option<Duration>,
+    /// The error body named the limit hit ([`limit_named`](Self::limit_named)).
+    named: bool,
 }
 
 /// One reset header value, raw.
@@ -118,6 +120,10 @@ pub struct ResetValue {
     format: ResetFormat,
     raw: Vec<u8>,
     remaining: Option<Vec<u8>>,
+    /// One limit's reset, pushed with [`ResetHeaders::push_limit`].
+    limit: bool,
+    /// The error body names this value's limit as the one hit.
+    named: bool,
 }
 
 impl ResetValue {
@@ -151,6 +157,32 @@ impl ResetValue {
             .as_deref()
             .is_some_and(|raw| digits(trim_ows(raw)).is_ok_and(|n| n > 0))
     }
+
+    /// Whether the limit is known to be spent: its `remaining` is `0`.
+    fn spent(&self) -> bool {
+        self.remaining
+            .as_deref()
+            .is_some_and(|raw| digits(trim_ows(raw)).is_ok_and(|n| n == 0))
+    }
+
+    /// Whether the error body named this value's limit as the one hit
+    /// (see [`ResetHeaders::limit_named`]).
+    pub const fn named(&self) -> bool {
+        self.named
+    }
+
+    /// Why this value does not count, whatever it says, if it does not:
+    /// its limit has room and the body did not name it, or the body named
+    /// another limit and this one is not known to be spent.
+    fn not_counted(&self, body_named_one: bool) -> Option<ResetIgnored> {
+        if self.named {
+            return None;
+        }
+        if self.has_room() {
+            return Some(ResetIgnored::LimitHasRoom);
+        }
+        (body_named_one && self.limit && !self.spent()).then_some(ResetIgnored::AnotherLimitNamed)
+    }
 }
 
 /// What one reset value says, measured at receipt.
@@ -178,6 +210,9 @@ pub enum ResetIgnored {
     /// Its limit is not spent: the same limit's `remaining` is above 0,
     /// so its reset is not what the server is waiting for.
     LimitHasRoom,
+    /// The error body named another limit as the one hit, and this one's
+    /// `remaining` is not `0`.
+    AnotherLimitNamed,
 }
 
 impl fmt::Display for ResetIgnored {
@@ -187,6 +222,7 @@ impl fmt::Display for ResetIgnored {
             Self::NoTrustedCalendar => "a calendar time needs a trusted calendar clock",
             Self::OverMaxInterval => "longer than the maximum interval",
             Self::LimitHasRoom => "its limit is not spent (remaining above 0)",
+            Self::AnotherLimitNamed => "the error body names another limit as the one hit",
         })
     }
 }
@@ -198,6 +234,7 @@ impl ResetHeaders {
         Self {
             values: Vec::new(),
             max_interval,
+            named: false,
         }
     }
 
@@ -208,6 +245,8 @@ impl ResetHeaders {
             format,
             raw: raw.to_vec(),
             remaining: None,
+            limit: false,
+            named: false,
         });
     }
 
@@ -230,7 +269,28 @@ impl ResetHeaders {
             format,
             raw: raw.to_vec(),
             remaining: remaining.map(<[u8]>::to_vec),
+            limit: true,
+            named: false,
         });
+    }
+
+    /// The response's error body names the limit whose reset is `header`
+    /// (case-insensitive) as the one hit (OpenAI's and Groq's `Rate limit
+    /// reached ... on tokens per min`): a reset counts only for a limit
+    /// that is spent, which this one is whatever its `remaining` says (a
+    /// request larger than what remains is refused with room left).
+    /// From then on another limit's reset counts only if its `remaining`
+    /// is `0` ([`ResetIgnored::AnotherLimitNamed`] otherwise). A name
+    /// that matches no value changes nothing.
+    pub fn limit_named(&mut self, header: &str) {
+        let mut found = false;
+        for value in &mut self.values {
+            if value.limit && value.header.eq_ignore_ascii_case(header) {
+                value.named = true;
+                found = true;
+            }
+        }
+        self.named |= found;
     }
 
     /// Whether no value was found.
@@ -258,8 +318,8 @@ impl ResetHeaders {
         calendar: Option<SystemTime>,
     ) -> impl Iterator<Item = (&ResetValue, ResetReading)> + '_ {
         self.values.iter().map(move |value| {
-            if value.has_room() {
-                return (value, ResetReading::Ignored(ResetIgnored::LimitHasRoom));
+            if let Some(why) = value.not_counted(self.named) {
+                return (value, ResetReading::Ignored(why));
             }
             let reading = match read_value(value, calendar) {
                 Ok(wait) if self.max_interval.is_some_and(|max| wait > max) => {
@@ -583,6 +643,60 @@ mod tests {
         let (value, reading) = headers.read(None).next().unwrap();
         assert_eq!(reading, room, "room wins over malformed");
         assert_eq!(value.remaining().as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn a_limit_the_body_names_counts_and_another_only_if_spent() {
+        let headers = |requests_left: Option<&str>, tokens_left: Option<&str>| {
+            let mut headers = ResetHeaders::new(None);
+            headers.push_limit(
+                "x-ratelimit-reset-requests",
+                ResetFormat::Duration,
+                b"2m59.56s",
+                requests_left.map(str::as_bytes),
+            );
+            headers.push_limit(
+                "x-ratelimit-reset-tokens",
+                ResetFormat::Duration,
+                b"7.5s",
+                tokens_left.map(str::as_bytes),
+            );
+            headers.push("retryDelay (body)", ResetFormat::Duration, b"1s");
+            headers
+        };
+        let readings = |headers: &ResetHeaders| -> Vec<ResetReading> {
+            headers.read(None).map(|(_, reading)| reading).collect()
+        };
+        let requests = ResetReading::Wait(Duration::from_millis(179_560));
+        let tokens = ResetReading::Wait(Duration::from_millis(7_500));
+        let other = ResetReading::Ignored(ResetIgnored::AnotherLimitNamed);
+        let room = ResetReading::Ignored(ResetIgnored::LimitHasRoom);
+
+        // Groq's tokens-per-minute 429: a request larger than the 966
+        // tokens left; thousands of requests left.
+        let mut groq = headers(Some("14370"), Some("966"));
+        assert_eq!(readings(&groq), [room, room, wait(1)]);
+        groq.limit_named("X-RateLimit-Reset-Tokens");
+        assert_eq!(readings(&groq), [room, tokens, wait(1)]);
+        assert!(groq.read(None).nth(1).unwrap().0.named());
+
+        // No remaining sent: the named limit alone, besides other values.
+        let mut unknown = headers(None, None);
+        assert_eq!(readings(&unknown), [requests, tokens, wait(1)]);
+        unknown.limit_named("x-ratelimit-reset-tokens");
+        assert_eq!(readings(&unknown), [other, tokens, wait(1)]);
+
+        // Another limit that is spent still counts.
+        let mut both = headers(Some("0"), Some("12"));
+        both.limit_named("x-ratelimit-reset-tokens");
+        assert_eq!(readings(&both), [requests, tokens, wait(1)]);
+
+        // A name that matches no limit (or a value that is no limit's)
+        // changes nothing.
+        let mut none = headers(None, Some("5"));
+        none.limit_named("x-ratelimit-reset-other");
+        none.limit_named("retryDelay (body)");
+        assert_eq!(readings(&none), [requests, room, wait(1)]);
     }
 
     #[test]

@@ -141,6 +141,12 @@ impl Signal {
     ) -> Answer<'_> {
         // What a layer below found in the body.
         let found = body.and_then(Extensions::get::<BodySignals>);
+        // The limit the body names as the one hit: its reset counts.
+        if let Some(limit) = found.and_then(BodySignals::limit) {
+            if let Some(resets) = self.reset_headers.as_mut().filter(|_| self.status >= 400) {
+                resets.limit_named(limit);
+            }
+        }
         // A delay found in the body: one more reset value.
         if let Some(delay) = found.and_then(BodySignals::retry_delay) {
             if self.status >= 400 {
@@ -498,6 +504,12 @@ pub struct ProviderBody {
     /// quota used up, for an API that sends no code (Cohere's trial key:
     /// `API calls / month`).
     pub quota_messages: &'static [&'static str],
+    /// Text in the body's `message` naming the limit hit, and that limit's
+    /// reset header (OpenAI's and Groq's `on tokens per`:
+    /// `x-ratelimit-reset-tokens`): that reset counts whatever the
+    /// limit's `remaining` says, and another limit's only if it is spent
+    /// ([`ResetHeaders::limit_named`]).
+    pub limit_names: &'static [(&'static str, &'static str)],
 }
 
 impl ProviderBody {
@@ -509,6 +521,7 @@ impl ProviderBody {
         retry_info: false,
         rate_limited: &[],
         quota_messages: &[],
+        limit_names: &[],
     };
 
     /// Whether anything is read from the body.
@@ -518,6 +531,7 @@ impl ProviderBody {
             || self.retry_info
             || !self.rate_limited.is_empty()
             || !self.quota_messages.is_empty()
+            || !self.limit_names.is_empty()
     }
 }
 
@@ -525,6 +539,14 @@ impl ProviderBody {
 const OPENAI_REMAINING: &[(&str, &str)] = &[
     (OPENAI_RESET_REQUESTS, "x-ratelimit-remaining-requests"),
     (OPENAI_RESET_TOKENS, "x-ratelimit-remaining-tokens"),
+];
+
+/// The limits OpenAI's (and Groq's) rate-limit message names (`Rate limit
+/// reached for MODEL in organization ORG on tokens per min (TPM)`, `on
+/// requests per day (RPD)`), each with its reset header.
+const OPENAI_LIMIT_NAMES: &[(&str, &str)] = &[
+    ("on tokens per", OPENAI_RESET_TOKENS),
+    ("on requests per", OPENAI_RESET_REQUESTS),
 ];
 
 /// OpenAI's API: see [`ResetSignal::openai`].
@@ -541,6 +563,7 @@ pub const OPENAI: Provider = Provider {
     quota_header: None,
     body: ProviderBody {
         quota_codes: &["insufficient_quota"],
+        limit_names: OPENAI_LIMIT_NAMES,
         ..ProviderBody::NONE
     },
 };

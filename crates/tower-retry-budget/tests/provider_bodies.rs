@@ -1,7 +1,7 @@
 //! The body presets through the layer under tokio's paused clock: Gemini's
 //! `RetryInfo` delay and per-day `QuotaFailure`, OpenRouter's retryable
-//! `402`; malformed bodies change nothing, and the caller gets the body
-//! byte for byte.
+//! `402`, the limit OpenAI's and Groq's message names; malformed bodies
+//! change nothing, and the caller gets the body byte for byte.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use retry_budget::{Category, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::peek::PeekLayer;
-use tower_retry_budget::response_signal::HttpSignal;
+use tower_retry_budget::response_signal::{HttpSignal, ResetSignal, RetrySignal};
 use tower_retry_budget::RetryBudgetLayer;
 
 const S: fn(u64) -> Duration = Duration::from_secs;
@@ -37,6 +37,17 @@ const CREDITS: &str = r#"{"error":{"code":402,"message":"Insufficient credits.",
 /// later one 200. Returns the report, the time taken, the upstream's
 /// count, and the body the caller received.
 async fn run(
+    quota: PeekLayer,
+    status: u16,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (Report, Duration, usize, Bytes) {
+    run_with(HttpSignal, quota, status, body, headers).await
+}
+
+/// [`run`], the retry layer reading with `signal`.
+async fn run_with(
+    signal: impl RetrySignal + Send + Sync + 'static,
     quota: PeekLayer,
     status: u16,
     body: &str,
@@ -67,7 +78,7 @@ async fn run(
     let client = ServiceBuilder::new()
         .layer(
             RetryBudgetLayer::new(Policy::default())
-                .signal(HttpSignal)
+                .signal(signal)
                 .attempt_deadlines(),
         )
         .layer(quota)
@@ -239,4 +250,130 @@ async fn a_cohere_trial_keys_monthly_limit_is_a_quota_its_minute_limit_is_not() 
     assert_eq!(got, MONTH.as_bytes());
     let (report, took, calls, _) = run(cohere(), 429, MINUTE, &[("retry-after", "1")]).await;
     assert_eq!((report.outcome, took, calls), (Outcome::Success, S(1), 2));
+}
+
+/// Groq's tokens-per-minute 429 for a request larger than the tokens left:
+/// both limits have room by their headers, the body names the tokens.
+const GROQ_TPM: &str = r#"{"error":{"message":"Rate limit reached for model `llama-3.3-70b-versatile` in organization `org_x` service tier `on_demand` on tokens per minute (TPM): Limit 6000, Used 5034, Requested 1443. Please try again in 7.5s. Visit https://console.groq.com/docs/rate-limits for more information.","type":"tokens","code":"rate_limit_exceeded"}}"#;
+/// OpenAI's tokens-per-minute 429.
+const OPENAI_TPM: &str = r#"{"error":{"message":"Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29000, Requested 1500. Please try again in 6s.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}"#;
+
+#[tokio::test(start_paused = true)]
+async fn the_limit_the_body_names_is_waited_for_even_with_room_left() {
+    let headers = [
+        ("x-ratelimit-remaining-requests", "14370"),
+        ("x-ratelimit-reset-requests", "2m59.56s"),
+        ("x-ratelimit-remaining-tokens", "966"),
+        ("x-ratelimit-reset-tokens", "7.5s"),
+    ];
+    let (report, took, calls, got) = run_with(
+        ResetSignal::groq(),
+        PeekLayer::for_provider(&tower_retry_budget::response_signal::GROQ),
+        429,
+        GROQ_TPM,
+        &headers,
+    )
+    .await;
+    assert_eq!(report.outcome, Outcome::Success);
+    assert_eq!(calls, 2);
+    assert_eq!(took, MS(7_500), "the tokens' reset, not the fallback");
+    assert!(
+        matches!(basis(&report)[..], [WaitBasis::ResetHeader { requested }] if requested == MS(7_500)),
+        "{:?}",
+        basis(&report)
+    );
+    assert!(got.is_empty());
+
+    // Without the body's word, neither limit is spent: the fallback.
+    let (report, took, calls, _) = run_with(
+        ResetSignal::groq(),
+        PeekLayer::new(),
+        429,
+        GROQ_TPM,
+        &headers,
+    )
+    .await;
+    assert_eq!((report.outcome, calls), (Outcome::Success, 2));
+    assert!(
+        matches!(
+            basis(&report)[..],
+            [WaitBasis::Fallback { .. } | WaitBasis::FallbackJittered { .. }]
+        ),
+        "{:?}",
+        basis(&report)
+    );
+    assert!(took < MS(7_500), "{took:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_limit_the_body_does_not_name_counts_only_if_spent() {
+    // No remaining sent: the requests' reset, minutes away, would stop the
+    // action at once; the body names the tokens, so it waits for them.
+    let headers = [
+        ("x-ratelimit-reset-requests", "2m59.56s"),
+        ("x-ratelimit-reset-tokens", "6s"),
+    ];
+    let (report, took, calls, got) = run_with(
+        ResetSignal::openai(),
+        PeekLayer::openai(),
+        429,
+        OPENAI_TPM,
+        &headers,
+    )
+    .await;
+    assert_eq!((report.outcome, calls), (Outcome::Success, 2));
+    assert_eq!(took, S(6));
+    assert!(got.is_empty());
+    let (report, _, calls, got) = run_with(
+        ResetSignal::openai(),
+        PeekLayer::new(),
+        429,
+        OPENAI_TPM,
+        &headers,
+    )
+    .await;
+    assert_eq!((report.outcome, calls), (Outcome::BudgetExhausted, 1));
+    assert_eq!(got, OPENAI_TPM.as_bytes(), "the body, byte for byte");
+
+    // The requests limit spent too: the longer reset wins, past the budget.
+    let spent = [
+        ("x-ratelimit-remaining-requests", "0"),
+        ("x-ratelimit-reset-requests", "2m59.56s"),
+        ("x-ratelimit-remaining-tokens", "100"),
+        ("x-ratelimit-reset-tokens", "6s"),
+    ];
+    let (report, took, calls, _) = run_with(
+        ResetSignal::openai(),
+        PeekLayer::openai(),
+        429,
+        OPENAI_TPM,
+        &spent,
+    )
+    .await;
+    assert_eq!(
+        (report.outcome, calls, took),
+        (Outcome::BudgetExhausted, 1, S(0))
+    );
+
+    // A message naming no limit, or malformed: the headers' rule alone.
+    for body in [
+        r#"{"error":{"message":"on tokens"}}"#,
+        "{not json",
+        r#"{"message":7}"#,
+    ] {
+        let (report, _, calls, got) = run_with(
+            ResetSignal::openai(),
+            PeekLayer::openai(),
+            429,
+            body,
+            &headers,
+        )
+        .await;
+        assert_eq!(
+            (report.outcome, calls),
+            (Outcome::BudgetExhausted, 1),
+            "{body}"
+        );
+        assert_eq!(got, body.as_bytes());
+    }
 }

@@ -20,6 +20,8 @@ pub(super) struct JsonRules {
     pub(super) retry_info: bool,
     pub(super) rate_limited: Vec<Box<str>>,
     pub(super) quota_messages: Vec<Box<str>>,
+    /// Text in `message` naming the limit hit, and its reset header.
+    pub(super) limit_names: Vec<(Box<str>, Box<str>)>,
     pub(super) statuses: StatusSet,
     pub(super) max_body: usize,
     pub(super) read_timeout: Duration,
@@ -33,6 +35,7 @@ impl JsonRules {
             || self.retry_info
             || !self.rate_limited.is_empty()
             || !self.quota_messages.is_empty()
+            || !self.limit_names.is_empty()
     }
 }
 
@@ -73,24 +76,37 @@ pub(super) fn read_body(config: &JsonRules, body: &[u8]) -> BodySignals {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return BodySignals::new();
     };
+    let messages = || {
+        [
+            value.get("message"),
+            value.get("error").and_then(|e| e.get("message")),
+        ]
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_str)
+    };
     // A message naming a spent quota (an API with no code for it).
-    let message_quota = [
-        value.get("message"),
-        value.get("error").and_then(|e| e.get("message")),
-    ]
-    .into_iter()
-    .flatten()
-    .filter_map(serde_json::Value::as_str)
-    .find_map(|text| {
-        config
-            .quota_messages
-            .iter()
-            .find(|part| text.contains(&***part))
-    })
-    .cloned();
+    let message_quota = messages()
+        .find_map(|text| {
+            config
+                .quota_messages
+                .iter()
+                .find(|part| text.contains(&***part))
+        })
+        .cloned();
+    // A message naming the limit hit: that limit's reset header.
+    let limit = messages()
+        .find_map(|text| {
+            config
+                .limit_names
+                .iter()
+                .find(|(part, _)| text.contains(&**part))
+        })
+        .map(|(_, reset)| reset.clone());
     let Some(error) = value.get("error").filter(|e| e.is_object()) else {
         return BodySignals {
             quota: message_quota,
+            limit,
             ..BodySignals::new()
         };
     };
@@ -137,6 +153,7 @@ pub(super) fn read_body(config: &JsonRules, body: &[u8]) -> BodySignals {
         quota,
         retry_delay,
         rate_limited,
+        limit,
         status_from_trailers: false,
     }
 }

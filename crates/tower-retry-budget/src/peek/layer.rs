@@ -223,6 +223,7 @@ impl PeekLayer {
                 retry_info: false,
                 rate_limited: Vec::new(),
                 quota_messages: Vec::new(),
+                limit_names: Vec::new(),
                 statuses: StatusSet::TOO_MANY_REQUESTS,
                 max_body: DEFAULT_PEEK_MAX_BODY,
                 read_timeout: DEFAULT_PEEK_READ_TIMEOUT,
@@ -320,6 +321,7 @@ impl PeekLayer {
             .quota_ids(body.quota_ids.iter().copied())
             .rate_limited(body.rate_limited.iter().copied())
             .quota_messages(body.quota_messages.iter().copied())
+            .limit_names(body.limit_names.iter().copied())
             .statuses(statuses)
             .retry_info_if(body.retry_info)
     }
@@ -394,6 +396,31 @@ impl PeekLayer {
         let json = Arc::make_mut(&mut self.json);
         json.quota_messages
             .extend(parts.into_iter().map(Into::into));
+        self
+    }
+}
+
+/// The JSON rules (feature `quota`), continued.
+#[cfg(feature = "quota")]
+impl PeekLayer {
+    /// Also reads the body's `message` (top level or in `error`) for the
+    /// limit hit: one containing a pair's text names the limit whose
+    /// reset header is the pair's second
+    /// ([`BodySignals::limit`](super::BodySignals::limit)); the first pair
+    /// found counts.
+    #[must_use]
+    pub fn limit_names<I, T, H>(mut self, pairs: I) -> Self
+    where
+        I: IntoIterator<Item = (T, H)>,
+        T: Into<Box<str>>,
+        H: Into<Box<str>>,
+    {
+        let json = Arc::make_mut(&mut self.json);
+        json.limit_names.extend(
+            pairs
+                .into_iter()
+                .map(|(text, reset)| (text.into(), reset.into())),
+        );
         self
     }
 }

@@ -34,8 +34,9 @@ pub use service::Peek;
 /// used up (OpenAI's `insufficient_quota`, Gemini's per-day
 /// `QuotaFailure`), a delay (Gemini's `google.rpc.RetryInfo`
 /// `retryDelay`), a transient rate limit of the service's own kind
-/// (OpenRouter's `402` `in_flight_budget_exhausted`), or a gRPC status
-/// brought from trailers into the head. Any layer that learns one of the
+/// (OpenRouter's `402` `in_flight_budget_exhausted`), the limit hit
+/// (OpenAI's `... on tokens per min`), or a gRPC status brought from
+/// trailers into the head. Any layer that learns one of the
 /// first three another way may set it too; the retry layer tells the core
 /// ([`Answer::quota`](retry_budget::Answer::quota),
 /// [`Answer::rate_limited`](retry_budget::Answer::rate_limited), one more
@@ -45,6 +46,7 @@ pub struct BodySignals {
     quota: Option<Box<str>>,
     retry_delay: Option<Box<str>>,
     rate_limited: Option<Box<str>>,
+    limit: Option<Box<str>>,
     status_from_trailers: bool,
 }
 
@@ -58,6 +60,7 @@ impl BodySignals {
             quota: None,
             retry_delay: None,
             rate_limited: None,
+            limit: None,
             status_from_trailers: false,
         }
     }
@@ -105,6 +108,22 @@ impl BodySignals {
         self.rate_limited.as_deref()
     }
 
+    /// The body names the limit hit, by that limit's reset header
+    /// (`x-ratelimit-reset-tokens` for OpenAI's `... on tokens per min`):
+    /// the core counts that reset whatever its `remaining` says, and
+    /// another limit's only if it is spent
+    /// ([`ResetHeaders::limit_named`](retry_budget::reset::ResetHeaders::limit_named)).
+    #[must_use]
+    pub fn with_limit(mut self, reset_header: impl Into<Box<str>>) -> Self {
+        self.limit = Some(reset_header.into());
+        self
+    }
+
+    /// The reset header of the limit the body named, if any.
+    pub fn limit(&self) -> Option<&str> {
+        self.limit.as_deref()
+    }
+
     /// Whether the head's `grpc-status` was copied from trailers that
     /// followed the initial metadata with no message (set only by
     /// [`PeekLayer`], so that no server can claim it).
@@ -117,6 +136,7 @@ impl BodySignals {
         self.quota.is_none()
             && self.retry_delay.is_none()
             && self.rate_limited.is_none()
+            && self.limit.is_none()
             && !self.status_from_trailers
     }
 
