@@ -104,6 +104,10 @@ pub struct Action {
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
+    /// The action stopped on a used-up quota said by a retried status:
+    /// later first attempts to the service are held (see
+    /// [`ClientEffects::quota_hold_until`]).
+    quota_stop: bool,
     told: Told,
 }
 
@@ -164,6 +168,7 @@ impl Action {
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
+            quota_stop: false,
             told: Told::default(),
         }
     }
@@ -417,6 +422,7 @@ impl Action {
         }
         if let Some(code) = quota {
             self.push(now, EventKind::QuotaExhausted { attempt, code });
+            self.quota_stop = true;
             return self.stop(now, Outcome::NotRetryable);
         }
         let mut forbidden = forbidden;

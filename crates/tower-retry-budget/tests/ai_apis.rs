@@ -516,3 +516,63 @@ async fn a_body_of_endless_empty_frames_is_not_waited_for() {
     let report = response.extensions().get::<Report>().unwrap();
     assert_eq!(report.outcome, Outcome::AttemptsExhausted);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_quota_429_holds_the_next_first_attempts_to_its_service_for_the_quota_hold() {
+    use tower_retry_budget::hold_off::HoldOff;
+    use tower_retry_budget::{Error, ErrorKind};
+
+    let (inner, calls) = upstream(QUOTA, "application/json");
+    let hold_off = HoldOff::new(8).unwrap();
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryBudgetLayer::new(Policy::default())
+                .attempt_deadlines()
+                .hold_off(hold_off.clone()),
+        )
+        .layer(PeekLayer::openai())
+        .service(inner);
+    let request = || Request::get("http://api.test/v1/models").body(()).unwrap();
+    let response = client.clone().oneshot(request()).await.unwrap();
+    let report = response.extensions().get::<Report>().unwrap().clone();
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // A client's immediate repeat (an SDK retrying every 429): not sent,
+    // held_off, category quota, no wait told (waiting would not help).
+    tokio::time::advance(S(2)).await;
+    let started = Instant::now();
+    let error: Error<Infallible> = client.clone().oneshot(request()).await.unwrap_err();
+    assert_eq!(started.elapsed(), S(0));
+    assert!(matches!(error.kind(), ErrorKind::NotSent));
+    let report = error.report().unwrap();
+    assert_eq!(
+        (report.outcome, report.attempts_started),
+        (Outcome::HeldOff, 0)
+    );
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert_eq!(report.held_off_left(), None);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // Another service is not held; this one again once the hold is over
+    // (10 s after the quota answer).
+    let other = Request::get("http://other.test/v1/models")
+        .body(())
+        .unwrap();
+    let _ = client.clone().oneshot(other).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    tokio::time::advance(MS(7_999)).await;
+    assert!(client.clone().oneshot(request()).await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    tokio::time::advance(MS(1)).await;
+    let response = client.clone().oneshot(request()).await.unwrap();
+    assert_eq!(
+        response
+            .extensions()
+            .get::<Report>()
+            .unwrap()
+            .attempts_started,
+        1
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+}
