@@ -109,8 +109,6 @@ impl fmt::Display for ResetFormat {
 pub struct ResetHeaders {
     values: Vec<ResetValue>,
     max_interval: Option<Duration>,
-    /// The error body named the limit hit ([`limit_named`](Self::limit_named)).
-    named: bool,
 }
 
 /// One reset header value, raw.
@@ -158,13 +156,6 @@ impl ResetValue {
             .is_some_and(|raw| digits(trim_ows(raw)).is_ok_and(|n| n > 0))
     }
 
-    /// Whether the limit is known to be spent: its `remaining` is `0`.
-    fn spent(&self) -> bool {
-        self.remaining
-            .as_deref()
-            .is_some_and(|raw| digits(trim_ows(raw)).is_ok_and(|n| n == 0))
-    }
-
     /// Whether the error body named this value's limit as the one hit
     /// (see [`ResetHeaders::limit_named`]).
     pub const fn named(&self) -> bool {
@@ -172,16 +163,9 @@ impl ResetValue {
     }
 
     /// Why this value does not count, whatever it says, if it does not:
-    /// its limit has room and the body did not name it, or the body named
-    /// another limit and this one is not known to be spent.
-    fn not_counted(&self, body_named_one: bool) -> Option<ResetIgnored> {
-        if self.named {
-            return None;
-        }
-        if self.has_room() {
-            return Some(ResetIgnored::LimitHasRoom);
-        }
-        (body_named_one && self.limit && !self.spent()).then_some(ResetIgnored::AnotherLimitNamed)
+    /// its limit has room and the body did not name it.
+    fn not_counted(&self) -> Option<ResetIgnored> {
+        (!self.named && self.has_room()).then_some(ResetIgnored::LimitHasRoom)
     }
 }
 
@@ -210,9 +194,6 @@ pub enum ResetIgnored {
     /// Its limit is not spent: the same limit's `remaining` is above 0,
     /// so its reset is not what the server is waiting for.
     LimitHasRoom,
-    /// The error body named another limit as the one hit, and this one's
-    /// `remaining` is not `0`.
-    AnotherLimitNamed,
 }
 
 impl fmt::Display for ResetIgnored {
@@ -222,7 +203,6 @@ impl fmt::Display for ResetIgnored {
             Self::NoTrustedCalendar => "a calendar time needs a trusted calendar clock",
             Self::OverMaxInterval => "longer than the maximum interval",
             Self::LimitHasRoom => "its limit is not spent (remaining above 0)",
-            Self::AnotherLimitNamed => "the error body names another limit as the one hit",
         })
     }
 }
@@ -234,7 +214,6 @@ impl ResetHeaders {
         Self {
             values: Vec::new(),
             max_interval,
-            named: false,
         }
     }
 
@@ -279,18 +258,14 @@ impl ResetHeaders {
     /// reached ... on tokens per min`): a reset counts only for a limit
     /// that is spent, which this one is whatever its `remaining` says (a
     /// request larger than what remains is refused with room left).
-    /// From then on another limit's reset counts only if its `remaining`
-    /// is `0` ([`ResetIgnored::AnotherLimitNamed`] otherwise). A name
-    /// that matches no value changes nothing.
+    /// The other limits keep the rule of [`push_limit`](Self::push_limit).
+    /// A name that matches no limit's value changes nothing.
     pub fn limit_named(&mut self, header: &str) {
-        let mut found = false;
         for value in &mut self.values {
             if value.limit && value.header.eq_ignore_ascii_case(header) {
                 value.named = true;
-                found = true;
             }
         }
-        self.named |= found;
     }
 
     /// Whether no value was found.
@@ -318,7 +293,7 @@ impl ResetHeaders {
         calendar: Option<SystemTime>,
     ) -> impl Iterator<Item = (&ResetValue, ResetReading)> + '_ {
         self.values.iter().map(move |value| {
-            if let Some(why) = value.not_counted(self.named) {
+            if let Some(why) = value.not_counted() {
                 return (value, ResetReading::Ignored(why));
             }
             let reading = match read_value(value, calendar) {
@@ -646,7 +621,7 @@ mod tests {
     }
 
     #[test]
-    fn a_limit_the_body_names_counts_and_another_only_if_spent() {
+    fn a_limit_the_body_names_counts_with_room_left() {
         let headers = |requests_left: Option<&str>, tokens_left: Option<&str>| {
             let mut headers = ResetHeaders::new(None);
             headers.push_limit(
@@ -669,7 +644,6 @@ mod tests {
         };
         let requests = ResetReading::Wait(Duration::from_millis(179_560));
         let tokens = ResetReading::Wait(Duration::from_millis(7_500));
-        let other = ResetReading::Ignored(ResetIgnored::AnotherLimitNamed);
         let room = ResetReading::Ignored(ResetIgnored::LimitHasRoom);
 
         // Groq's tokens-per-minute 429: a request larger than the 966
@@ -680,13 +654,10 @@ mod tests {
         assert_eq!(readings(&groq), [room, tokens, wait(1)]);
         assert!(groq.read(None).nth(1).unwrap().0.named());
 
-        // No remaining sent: the named limit alone, besides other values.
+        // Another limit keeps its own rule: spent or unknown, it counts.
         let mut unknown = headers(None, None);
-        assert_eq!(readings(&unknown), [requests, tokens, wait(1)]);
         unknown.limit_named("x-ratelimit-reset-tokens");
-        assert_eq!(readings(&unknown), [other, tokens, wait(1)]);
-
-        // Another limit that is spent still counts.
+        assert_eq!(readings(&unknown), [requests, tokens, wait(1)]);
         let mut both = headers(Some("0"), Some("12"));
         both.limit_named("x-ratelimit-reset-tokens");
         assert_eq!(readings(&both), [requests, tokens, wait(1)]);

@@ -107,7 +107,7 @@
 //! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal), [`ResetSignal`](crate::response_signal::ResetSignal)), read into the core's `Answer` |
 //! | `trace.rs` | `tracing` events |
 //! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
-//! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, bounded in time and space |
+//! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, and a used-up quota's short hold, bounded in time and space |
 //! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
 //! | `cancel.rs` | extra: the caller's `CancellationToken` |
 //! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |

@@ -507,7 +507,7 @@ pub struct ProviderBody {
     /// Text in the body's `message` naming the limit hit, and that limit's
     /// reset header (OpenAI's and Groq's `on tokens per`:
     /// `x-ratelimit-reset-tokens`): that reset counts whatever the
-    /// limit's `remaining` says, and another limit's only if it is spent
+    /// limit's `remaining` says; the others keep the spent-limit rule
     /// ([`ResetHeaders::limit_named`]).
     pub limit_names: &'static [(&'static str, &'static str)],
 }

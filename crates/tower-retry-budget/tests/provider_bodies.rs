@@ -306,40 +306,36 @@ async fn the_limit_the_body_names_is_waited_for_even_with_room_left() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_limit_the_body_does_not_name_counts_only_if_spent() {
-    // No remaining sent: the requests' reset, minutes away, would stop the
-    // action at once; the body names the tokens, so it waits for them.
+async fn a_limit_the_body_does_not_name_keeps_the_spent_limit_rule() {
+    // The tokens named, the requests' reset minutes away: spent, or not
+    // sent, it counts as before (past the budget: stopped at once).
+    for left in [Some("0"), None] {
+        let mut headers = vec![
+            ("x-ratelimit-reset-requests", "2m59.56s"),
+            ("x-ratelimit-reset-tokens", "6s"),
+        ];
+        if let Some(left) = left {
+            headers.push(("x-ratelimit-remaining-requests", left));
+        }
+        let (report, took, calls, got) = run_with(
+            ResetSignal::openai(),
+            PeekLayer::openai(),
+            429,
+            OPENAI_TPM,
+            &headers,
+        )
+        .await;
+        assert_eq!(
+            (report.outcome, calls, took),
+            (Outcome::BudgetExhausted, 1, S(0)),
+            "{left:?}"
+        );
+        assert_eq!(got, OPENAI_TPM.as_bytes(), "the body, byte for byte");
+    }
+    // With room left, only the named tokens' reset counts.
     let headers = [
+        ("x-ratelimit-remaining-requests", "14000"),
         ("x-ratelimit-reset-requests", "2m59.56s"),
-        ("x-ratelimit-reset-tokens", "6s"),
-    ];
-    let (report, took, calls, got) = run_with(
-        ResetSignal::openai(),
-        PeekLayer::openai(),
-        429,
-        OPENAI_TPM,
-        &headers,
-    )
-    .await;
-    assert_eq!((report.outcome, calls), (Outcome::Success, 2));
-    assert_eq!(took, S(6));
-    assert!(got.is_empty());
-    let (report, _, calls, got) = run_with(
-        ResetSignal::openai(),
-        PeekLayer::new(),
-        429,
-        OPENAI_TPM,
-        &headers,
-    )
-    .await;
-    assert_eq!((report.outcome, calls), (Outcome::BudgetExhausted, 1));
-    assert_eq!(got, OPENAI_TPM.as_bytes(), "the body, byte for byte");
-
-    // The requests limit spent too: the longer reset wins, past the budget.
-    let spent = [
-        ("x-ratelimit-remaining-requests", "0"),
-        ("x-ratelimit-reset-requests", "2m59.56s"),
-        ("x-ratelimit-remaining-tokens", "100"),
         ("x-ratelimit-reset-tokens", "6s"),
     ];
     let (report, took, calls, _) = run_with(
@@ -347,33 +343,32 @@ async fn a_limit_the_body_does_not_name_counts_only_if_spent() {
         PeekLayer::openai(),
         429,
         OPENAI_TPM,
-        &spent,
+        &headers,
     )
     .await;
-    assert_eq!(
-        (report.outcome, calls, took),
-        (Outcome::BudgetExhausted, 1, S(0))
-    );
+    assert_eq!((report.outcome, calls, took), (Outcome::Success, 2, S(6)));
 
     // A message naming no limit, or malformed: the headers' rule alone.
+    let room = [
+        ("x-ratelimit-remaining-tokens", "966"),
+        ("x-ratelimit-reset-tokens", "7.5s"),
+    ];
     for body in [
         r#"{"error":{"message":"on tokens"}}"#,
         "{not json",
         r#"{"message":7}"#,
     ] {
-        let (report, _, calls, got) = run_with(
-            ResetSignal::openai(),
-            PeekLayer::openai(),
-            429,
-            body,
-            &headers,
-        )
-        .await;
-        assert_eq!(
-            (report.outcome, calls),
-            (Outcome::BudgetExhausted, 1),
-            "{body}"
+        let (report, _, calls, got) =
+            run_with(ResetSignal::openai(), PeekLayer::openai(), 429, body, &room).await;
+        assert_eq!((report.outcome, calls), (Outcome::Success, 2), "{body}");
+        assert!(
+            matches!(
+                basis(&report)[..],
+                [WaitBasis::Fallback { .. } | WaitBasis::FallbackJittered { .. }]
+            ),
+            "{body}: {:?}",
+            basis(&report)
         );
-        assert_eq!(got, body.as_bytes());
+        assert!(got.is_empty() || got == body.as_bytes());
     }
 }

@@ -36,6 +36,17 @@ use super::store::StoreHealth;
 /// the core's ([`Action::hold_off`](retry_budget::Action::hold_off)); a
 /// `HoldOff` only keeps the map.
 ///
+/// A used-up quota (an action that ended `not_retryable`, category
+/// `quota`, on a status its policy retries) holds the service too, for
+/// [`QUOTA_HOLD`](retry_budget::defaults::QUOTA_HOLD) (the core's
+/// [`ClientEffects::quota_hold_until`](retry_budget::ClientEffects::quota_hold_until)):
+/// such a hold is not waited out, since no wait helps a used-up quota; a
+/// first attempt it holds ends at once as `held_off`, category `quota`,
+/// nothing sent ([`Action::quota_held`](retry_budget::Action::quota_held)),
+/// so that a client's own immediate repeats of that answer (an SDK that
+/// retries every 429) do not reach the service. Quota holds stay in this
+/// process (a store shares only the delays).
+///
 /// Only first attempts consult it: a retry already waits for what its own
 /// service asked. The key is the service, `scheme://host:port` (from the
 /// request URI, or the `Host` header for a relative URI), case-insensitive;

@@ -110,8 +110,7 @@ impl BodySignals {
 
     /// The body names the limit hit, by that limit's reset header
     /// (`x-ratelimit-reset-tokens` for OpenAI's `... on tokens per min`):
-    /// the core counts that reset whatever its `remaining` says, and
-    /// another limit's only if it is spent
+    /// the core counts that reset whatever its `remaining` says
     /// ([`ResetHeaders::limit_named`](retry_budget::reset::ResetHeaders::limit_named)).
     #[must_use]
     pub fn with_limit(mut self, reset_header: impl Into<Box<str>>) -> Self {
