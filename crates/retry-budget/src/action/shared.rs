@@ -149,7 +149,7 @@ impl Action {
     /// let s = Duration::from_secs;
     /// let mut action = Action::new(Policy::default());
     /// assert_eq!(action.quota_held(s(0), s(10), "insufficient_quota"), Decision::Stop(Outcome::HeldOff));
-    /// let report = action.report();
+    /// let report = action.report().unwrap();
     /// assert_eq!((report.attempts_started, report.category()), (0, Some(Category::Quota)));
     /// assert_eq!(report.held_off_left(), None, "no wait to tell: it would not help");
     ///
