@@ -36,8 +36,12 @@ impl<D: Buf> Held<D> {
         }
     }
 
+    #[inline]
     fn pop(&mut self) -> Option<Frame<D>> {
-        self.first.take().or_else(|| self.rest.pop_front())
+        match self.first.take() {
+            Some(frame) => Some(frame),
+            None => self.rest.pop_front(),
+        }
     }
 
     pub(super) fn len(&self) -> usize {
@@ -122,12 +126,13 @@ impl<B: Body> Body for PeekBody<B> {
         if let Some(frame) = this.held.pop() {
             return Poll::Ready(Some(Ok(frame)));
         }
-        match std::mem::replace(this.ended, Ended::No) {
+        match this.ended {
             Ended::No => {}
-            Ended::Failed(error) => return Poll::Ready(Some(Err(error))),
-            Ended::Yes => {
-                *this.ended = Ended::Yes;
-                return Poll::Ready(None);
+            Ended::Yes => return Poll::Ready(None),
+            Ended::Failed(_) => {
+                if let Ended::Failed(error) = std::mem::replace(this.ended, Ended::No) {
+                    return Poll::Ready(Some(Err(error)));
+                }
             }
         }
         let frame = ready!(this.inner.poll_frame(cx));
