@@ -106,6 +106,10 @@ pub struct Action {
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
+    /// The action stopped on a used-up quota said by a retried status:
+    /// later first attempts to the service are held (see
+    /// [`ClientEffects::quota_hold_until`]).
+    quota_stop: bool,
     told: Told,
     /// Whether the request may be sent more than once (see
     /// [`Action::not_repeatable`]).
@@ -169,6 +173,7 @@ impl Action {
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
+            quota_stop: false,
             told: Told::default(),
             repeatable: true,
         }
@@ -423,6 +428,7 @@ impl Action {
         }
         if let Some(code) = quota {
             self.push(now, EventKind::QuotaExhausted { attempt, code });
+            self.quota_stop = true;
             return self.stop(now, Outcome::NotRetryable);
         }
         let mut forbidden = forbidden;

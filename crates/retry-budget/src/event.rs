@@ -280,7 +280,9 @@ pub enum EventKind {
     /// `insufficient_quota`, sent as `429`): the action stops as
     /// `not_retryable`, with the category `quota`.
     QuotaExhausted {
-        /// 1-based attempt number.
+        /// 1-based attempt number; 0 before any attempt: another request's
+        /// answer said so, and the action was held
+        /// ([`Action::quota_held`](crate::Action::quota_held)).
         attempt: u32,
         /// The code the service gave.
         code: Box<str>,

@@ -171,6 +171,7 @@ impl Report {
             Outcome::Cancelled => Some(Category::Cancelled),
             Outcome::AttemptTimeout => Some(Category::Timeout),
             Outcome::TransportError => Some(Category::Transport),
+            Outcome::HeldOff if self.quota_code().is_some() => Some(Category::Quota),
             Outcome::HeldOff | Outcome::Paced => Some(Category::RateLimit),
             Outcome::NotRetryable if self.quota_code().is_some() => Some(Category::Quota),
             Outcome::NotRetryable

@@ -190,6 +190,10 @@ impl fmt::Display for Note<'_> {
             EventKind::ShouldRetry {
                 header, raw, says, ..
             } => write!(f, "{header}: {raw} ({})", should_retry_meaning(*says)),
+            EventKind::QuotaExhausted { attempt: 0, code } => write!(
+                f,
+                "held: the service said its quota is used up ({code}) to another request just before; nothing sent"
+            ),
             EventKind::QuotaExhausted { code, .. } => write!(
                 f,
                 "the body says the quota is used up ({code}): not retried"

@@ -72,6 +72,11 @@ impl<S, B> Ctx<S, B> {
             self.step(|action, now| action.shared_store_unavailable(now));
         }
         let mut decision = Decision::StartNow;
+        if let Some((until, code)) = before.quota_held {
+            // Another request was told the quota is used up: the core
+            // decides whether this one is sent.
+            decision = self.step(|action, now| action.quota_held(now, until, code));
+        }
         if let Some(until) = before.held_until {
             // The service asked the client to wait: the core decides
             // whether the first attempt waits or is never sent.

@@ -158,6 +158,9 @@ pub(crate) struct BeforeFirst {
     pub(crate) store_down: bool,
     /// The first attempt waits until this elapsed time.
     pub(crate) held_until: Option<Duration>,
+    /// Another request was told the service's quota is used up: no first
+    /// attempt before this elapsed time (the code the trail gives it).
+    pub(crate) quota_held: Option<(Duration, &'static str)>,
     /// The announced quota allows no first attempt before this elapsed
     /// time, because of this limit.
     pub(crate) paced: Option<(Duration, PaceReason)>,
@@ -467,6 +470,7 @@ impl ActionExtra for Many {
             let said = part.before_first(clock);
             before.store_down |= said.store_down;
             before.held_until = before.held_until.max(said.held_until);
+            before.quota_held = before.quota_held.max(said.quota_held);
             if let Some((until, reason)) = said.paced {
                 if before.paced.as_ref().is_none_or(|(held, _)| until > *held) {
                     before.paced = Some((until, reason));

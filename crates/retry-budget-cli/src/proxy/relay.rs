@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use retry_budget::trail::EventKind;
 use retry_budget::{Category, Outcome, Report};
 use tower::ServiceExt;
-use tower_retry_budget::quota::QuotaBody;
+use tower_retry_budget::peek::PeekBody;
 use tracing::{Instrument, Span};
 
 use super::args::ProxyConfig;
@@ -96,7 +96,7 @@ pub async fn run(
 /// response's head, and no layer of this stack corrects a report from the
 /// body afterwards.
 fn relay_upstream(
-    response: Response<QuotaBody<Incoming>>,
+    response: Response<PeekBody<Incoming>>,
     metrics: &Metrics,
     (body_idle_timeout, preset): (std::time::Duration, bool),
     mut guard: LogGuard,
@@ -140,7 +140,7 @@ fn own_end(
 /// The upstream's final response, relayed with what happened; `on_end` is
 /// told how its body ended.
 fn relay(
-    response: Response<QuotaBody<Incoming>>,
+    response: Response<PeekBody<Incoming>>,
     idle: std::time::Duration,
     preset: bool,
     on_end: impl FnOnce(super::relay_body::Ending) + Send + 'static,

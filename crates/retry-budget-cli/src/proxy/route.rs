@@ -17,7 +17,7 @@ use retry_budget::{ratio::Ratio, Policy, Secs};
 use tower_retry_budget::hold_off::{HoldOff, RedisStore};
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
 use tower_retry_budget::pace::Pacing;
-use tower_retry_budget::quota::QuotaLayer;
+use tower_retry_budget::peek::PeekLayer;
 use tower_retry_budget::response_signal::{HttpSignal, Provider};
 use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
 
@@ -104,7 +104,7 @@ pub struct RouteConfig {
     pub reset: Option<ResetSignal>,
     /// What reads a retried status's JSON body for a quota used up
     /// (a preset whose API sends one; otherwise nothing is read).
-    pub quota: QuotaLayer,
+    pub quota: PeekLayer,
     /// The API preset in force, if any (`auto` resolved).
     pub preset: Option<&'static Provider>,
     /// The client-wide retry budget, if on.

@@ -6,7 +6,7 @@
 //!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
 //!                         the client-wide budget, hold-off and observer
 //!                         shared by all)
-//!   → QuotaLayer         (--preset openai: a 429's JSON body read for
+//!   → PeekLayer          (--preset openai: a 429's JSON body read for
 //!                         insufficient_quota; otherwise untouched)
 //!   → ConcurrencyLimit   (--concurrency: inside the retry layer, so an
 //!                         action waiting between attempts holds no slot)
@@ -49,7 +49,7 @@ use tower_retry_budget::{
     hold_off::HoldOff,
     is_budgeted,
     pace::Pacing,
-    quota::{Quota, QuotaLayer},
+    peek::{Peek, PeekLayer},
     response_signal::ResetSignal,
     BudgetThis, RetryBudget, RetryBudgetLayer,
 };
@@ -75,7 +75,7 @@ pub type Below =
 /// The service one request is sent through.
 pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<
     tower::util::MapRequest<
-        RetryBudget<Quota<Below>>,
+        RetryBudget<Peek<Below>>,
         fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
     >,
 >;
@@ -136,7 +136,7 @@ pub struct Stack {
     untrusted_clock: bool,
     reset: Option<ResetSignal>,
     /// Reads a 429's JSON body for a quota used up (no codes: untouched).
-    quota: QuotaLayer,
+    quota: PeekLayer,
     client_budget: Option<ClientBudget>,
     shared: Shared,
     /// The service of every request under one of these policies, built
