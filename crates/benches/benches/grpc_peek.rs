@@ -1,4 +1,4 @@
-//! The cost of `GrpcTrailersLayer` on an OK unary gRPC call.
+//! The cost of `PeekLayer::grpc` on an OK unary gRPC call.
 //!
 //! The inner service answers at once what a unary call's OK answer is: a
 //! gRPC head (`200`, `application/grpc`, no `grpc-status`), one message,
@@ -9,7 +9,7 @@
 //! 1. `bare`: the inner service alone;
 //! 2. `retry_budget_grpc`: `RetryBudgetLayer` with `GrpcSignal`, on a call
 //!    marked `Idempotent` (budgeted);
-//! 3. `retry_budget_grpc_peek`: the same with `GrpcTrailersLayer` below the
+//! 3. `retry_budget_grpc_peek`: the same with `PeekLayer::grpc` below the
 //!    retry layer, which reads the first frame before the response is
 //!    returned.
 //!
@@ -38,7 +38,7 @@ use http_body_util::{BodyExt, Full};
 use retry_budget::Policy;
 use tower::{service_fn, Service, ServiceBuilder};
 use tower_retry_budget::{
-    grpc::GrpcTrailersLayer, response_signal::GrpcSignal, Idempotent, RetryBudgetLayer,
+    peek::PeekLayer, response_signal::GrpcSignal, Idempotent, RetryBudgetLayer,
 };
 
 type Answer = WithTrailers<Full<Bytes>, Ready<Option<Result<HeaderMap, Infallible>>>>;
@@ -130,7 +130,7 @@ fn bench(c: &mut Criterion) {
     });
     let mut peek = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(service_fn(ok));
     assert!(call_and_read(&mut peek, copy()).is_some());
     group.bench_function(NAMES[2], |b| {
@@ -162,7 +162,7 @@ fn print_figures() {
         println!("figures: not every benchmark ran (use no filter to get them)");
         return;
     };
-    println!("\nOK unary gRPC call + body read, medians (ns): bare {bare:.1}, RetryBudget+GrpcSignal {budget:.1}, + GrpcTrailersLayer {peek:.1}");
+    println!("\nOK unary gRPC call + body read, medians (ns): bare {bare:.1}, RetryBudget+GrpcSignal {budget:.1}, + PeekLayer::grpc {peek:.1}");
     println!(
         "peek cost = {:.1} ns per call ({:.3}x the retry layer alone)",
         peek - budget,
@@ -184,7 +184,7 @@ fn run_plain(spec: &str) {
         .service(service_fn(ok));
     let mut peek = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(service_fn(ok));
     let mut bare = service_fn(ok);
     for _ in 0..calls {

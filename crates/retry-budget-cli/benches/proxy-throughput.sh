@@ -2,8 +2,10 @@
 # Throughput and added latency of `retry-budget proxy` beside nginx
 # `proxy_pass`, HAProxy and the bare hyper proxy of its shape (`bare-proxy`,
 # crates/bare-proxy: the floor of its stack), all in front of the same nginx
-# upstream (`return 200`), on loopback. BENCHMARKS.md ("Sidecar proxy")
-# records its runs and says how to read them.
+# upstream (`return 200`), on loopback; and `retry-budget proxy` serving ten
+# routes from a config file (five by host, five by path prefix; the one
+# loaded is the last one looked at), to compare with its one route.
+# BENCHMARKS.md ("Sidecar proxy") records its runs and says how to read them.
 #
 #   bash crates/retry-budget-cli/benches/proxy-throughput.sh
 #
@@ -13,13 +15,14 @@
 #   DURATION=10s     each wrk run (wrk -t2 -c64)
 #   ROUNDS=2         interleaved rounds over the targets
 #   RATE_RUNS=2      fixed-rate (500 requests/s, hey) rounds; 0: none
-#   PROXY_ARGS=...   more flags for retry-budget proxy
+#   PROXY_ARGS=...   more flags for retry-budget proxy (the one-route
+#                    target; the ten-route one takes its config file only)
 #   NO_BUILD=1       use the existing target/release/retry-budget and
 #                    target/release/bare-proxy
 #   NO_INSTALL=1     do not install the packages
 #
 # It installs wrk, nginx, HAProxy and hey with apt-get (through sudo when not
-# root), builds the release binaries, starts everything on 127.0.0.1:18480-18486
+# root), builds the release binaries, starts everything on 127.0.0.1:18480-18488
 # under a temporary directory, and stops all it started on exit.
 set -euo pipefail
 
@@ -69,6 +72,8 @@ OURS=18483
 ADMIN=18484
 NGINX_LOGGED=18485
 BARE=18486
+ROUTES=18487
+ROUTES_ADMIN=18488
 
 mkdir -p "$dir/up/logs" "$dir/px/logs" "$dir/pxl/logs"
 # The upstream: one worker, as in the issue's and BENCHMARKS.md's runs.
@@ -154,8 +159,25 @@ pids+=($!)
 "$bare" --upstream "http://127.0.0.1:$UPSTREAM" --listen "127.0.0.1:$BARE" \
     --workers "$WORKERS" 2>"$dir/bare.stderr" &
 pids+=($!)
+# Ten routes to the same upstream, defaults otherwise: five by host
+# (h0.test ... h4.test), five by prefix (/r0 ... /r4). wrk's requests
+# (`Host: 127.0.0.1:18487`, path /r4/) are looked up against every host
+# route, then against the prefixes, /r4 last.
+{
+    echo "listen = \"127.0.0.1:$ROUTES\""
+    echo "admin = \"127.0.0.1:$ROUTES_ADMIN\""
+    echo "workers = $WORKERS"
+    for n in 0 1 2 3 4; do
+        printf '[[route]]\nname = "h%s"\nmatch.host = "h%s.test"\nupstream = "http://127.0.0.1:%s"\n' "$n" "$n" "$UPSTREAM"
+    done
+    for n in 0 1 2 3 4; do
+        printf '[[route]]\nname = "r%s"\nmatch.prefix = "/r%s"\nupstream = "http://127.0.0.1:%s"\n' "$n" "$n" "$UPSTREAM"
+    done
+} >"$dir/routes.toml"
+"$bin" proxy --config "$dir/routes.toml" 2>"$dir/routes.log" &
+pids+=($!)
 
-for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED $BARE; do
+for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED $BARE $ROUTES/r4; do
     for _ in $(seq 100); do
         curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
         sleep 0.1
@@ -171,7 +193,7 @@ done
 # CPU time (user and system, clock ticks, threads and worker processes
 # included) read from /proc: what a request costs the target itself,
 # whatever else the machine runs.
-procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[5]}" "${pids[4]}" "${pids[2]}")
+procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[5]}" "${pids[4]}" "${pids[2]}" "${pids[6]}")
 hz=$(getconf CLK_TCK)
 cpu_ticks() {
     local all=("$1") kids
@@ -181,15 +203,16 @@ cpu_ticks() {
         awk '{u += $1; s += $2} END {print u + 0, s + 0}'
 }
 
-names=("nginx directly" "nginx proxy_pass" "HAProxy" "bare hyper proxy" "retry-budget proxy" "nginx proxy_pass, access log")
-ports=($UPSTREAM $NGINX $HAPROXY $BARE $OURS $NGINX_LOGGED)
+names=("nginx directly" "nginx proxy_pass" "HAProxy" "bare hyper proxy" "retry-budget proxy" "nginx proxy_pass, access log" "retry-budget proxy, 10 routes")
+ports=($UPSTREAM $NGINX $HAPROXY $BARE $OURS $NGINX_LOGGED $ROUTES/r4)
 # Indices into names, ports and procs.
-I_NGINX=1 I_BARE=3 I_OURS=4 I_LOGGED=5
+I_NGINX=1 I_BARE=3 I_OURS=4 I_LOGGED=5 I_ROUTES=6
 # best: each target's best requests/s; rps_of: its requests/s this round;
 # cpu_sum: its CPU per request (us, user + system) summed over the rounds;
 # ratio_sum: ours / bare summed over the rounds.
 declare -A best rps_of cpu_sum added_sum
 ratio_sum=0
+routes_sum=0
 
 echo "load before: $(uptime)"
 echo "commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
@@ -217,6 +240,7 @@ for round in $(seq "$ROUNDS"); do
         if awk -v a="$rps" -v b="$prev" 'BEGIN { exit !(a > b) }'; then best[$i]=$rps; fi
     done
     ratio_sum=$(awk -v s="$ratio_sum" -v a="${rps_of[$I_OURS]}" -v b="${rps_of[$I_BARE]}" 'BEGIN { print s + a / b }')
+    routes_sum=$(awk -v s="$routes_sum" -v a="${rps_of[$I_ROUTES]}" -v b="${rps_of[$I_OURS]}" 'BEGIN { print s + a / b }')
 done
 echo
 nginx_best=${best[$I_NGINX]}
@@ -231,6 +255,10 @@ awk -v a="$bare_best" -v b="$nginx_best" \
     'BEGIN { printf "bare hyper proxy / nginx proxy_pass: %.2fx\n", a / b }'
 awk -v a="$ours_best" -v b="$bare_best" -v r="$ratio_sum" -v n="$ROUNDS" \
     'BEGIN { printf "retry-budget proxy / bare hyper proxy: %.2fx best of %d, %.2fx mean of the rounds (target >= 0.90x)\n", a / b, n, r / n }'
+awk -v a="${best[$I_ROUTES]}" -v b="$ours_best" -v r="$routes_sum" -v n="$ROUNDS" \
+    'BEGIN { printf "retry-budget proxy, 10 routes / one route: %.3fx best of %d, %.3fx mean of the rounds (target >= 0.95x)\n", a / b, n, r / n }'
+awk -v a="${cpu_sum[$I_ROUTES]}" -v b="${cpu_sum[$I_OURS]}" -v n="$ROUNDS" \
+    'BEGIN { a /= n; b /= n; printf "CPU per request, mean of %d rounds: 10 routes %.1f us, one route %.1f us\n", n, a, b }'
 awk -v a="${cpu_sum[$I_OURS]}" -v b="${cpu_sum[$I_BARE]}" -v n="$ROUNDS" \
     'BEGIN { a /= n; b /= n; printf "CPU per request, mean of %d rounds: retry-budget proxy %.1f us, bare hyper proxy %.1f us: ours minus bare %+.1f us (target <= +3.0 us)\n", n, a, b, a - b }'
 

@@ -189,6 +189,30 @@ fn unknown_names(exprs: &[String], exposition: &str) -> Vec<(String, String)> {
     unknown
 }
 
+/// The scrape of a proxy serving a config file's route, after one action
+/// (the per-route series exist only for a file's routes).
+async fn routes_scrape(upstream: &Upstream) -> String {
+    let config = format!(
+        "listen = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[[route]]\nname = \"api\"\n\
+         match.prefix = \"/api\"\nupstream = \"{}\"\n",
+        upstream.url()
+    );
+    let path = std::env::temp_dir().join(format!(
+        "retry-budget-dashboard-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, config).unwrap();
+    let proxy = Proxy::start_config(&path);
+    assert_eq!(send(get(&proxy.url("/api/x"))).await.status, 200);
+    proxy
+        .metric_reaching(
+            "retry_budget_route_actions_total{route=\"api\",outcome=\"success\"}",
+            1.0,
+        )
+        .await;
+    proxy.metrics().await
+}
+
 fn deploy_file(path: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy")
@@ -314,6 +338,9 @@ fn the_files_reference_the_metrics_they_are_about() {
         "retry_budget_hold_off_store_available",
         "retry_budget_actions_in_flight",
         "retry_budget_actions_waiting",
+        "retry_budget_route_actions_total",
+        "retry_budget_route_upstream_responses_total",
+        "retry_budget_route_failing",
     ] {
         assert!(dashboard.contains(name), "{name} not in {dashboard:?}");
     }
@@ -354,7 +381,8 @@ async fn the_dashboard_and_the_alerts_name_only_metrics_the_proxy_exports() {
     assert_eq!(other.status, 200);
     assert_eq!(limited.await.unwrap().status, 200);
 
-    let exposition = proxy.metrics().await;
+    let mut exposition = proxy.metrics().await;
+    exposition.push_str(&routes_scrape(&upstream).await);
     assert!(
         metric(
             &exposition,
@@ -378,4 +406,59 @@ async fn the_dashboard_and_the_alerts_name_only_metrics_the_proxy_exports() {
             "{file} names metrics the proxy does not export: {unknown:#?}\nthe scrape:\n{exposition}"
         );
     }
+}
+
+/// The text of a ConfigMap's `key: |` block scalar: its lines, their
+/// common indentation removed (a hand-written reader: the test has no
+/// YAML parser, and the manifest uses only this form).
+fn block_scalar(yaml: &str, key: &str) -> String {
+    let mut lines = yaml.lines().skip_while(|l| l.trim() != format!("{key}: |"));
+    assert!(lines.next().is_some(), "no `{key}: |` block");
+    let body: Vec<&str> = lines
+        .take_while(|l| l.trim().is_empty() || l.starts_with("    "))
+        .collect();
+    let indent = body
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    body.iter()
+        .map(|l| l.get(indent..).unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn the_kubernetes_config_map_is_a_valid_config_file_the_deployment_mounts() {
+    let config = block_scalar(&deploy_file("kubernetes/configmap.yaml"), "proxy.toml");
+    let path = std::env::temp_dir().join(format!(
+        "retry-budget-configmap-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, &config).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_retry-budget"))
+        .args(["proxy", "--check-config"])
+        .arg(&path)
+        .output()
+        .expect("the binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for route in [
+        "route openai: prefix /openai/ -> upstream https://api.openai.com/v1; preset openai",
+        "route anthropic: prefix /anthropic/ -> upstream https://api.anthropic.com; preset anthropic",
+        "route inventory: prefix /inventory/ -> upstream http://inventory.default.svc.cluster.local:8080; preset none",
+    ] {
+        assert!(stdout.contains(route), "{route}\n{stdout}");
+    }
+    let deployment = deploy_file("kubernetes/deployment.yaml");
+    assert!(deployment.contains("- --config=/etc/retry-budget/proxy.toml"));
+    assert!(deployment.contains("mountPath: /etc/retry-budget"));
+    assert!(deploy_file("kubernetes/kustomization.yaml").contains("- configmap.yaml"));
 }

@@ -255,12 +255,55 @@ fn post_is_sent_once() {
     assert_eq!(report["max_attempts"], 1);
     assert_eq!(report["last_status"], 429);
     assert_eq!(report["wait_s"], 0.0);
+    // Retries are on; the write was not safe to repeat: its own outcome,
+    // with the reason and how to make it repeatable.
+    assert_eq!(report["outcome"], "not_retryable", "{report}");
+    assert_eq!(report["category"], "rate_limit", "{report}");
+    let message = report["message"].as_str().unwrap();
+    assert!(
+        message.contains("its method is not safe to repeat") && message.contains("Idempotency-Key"),
+        "{message}"
+    );
+    assert!(
+        report["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["kind"] == "not_repeatable"),
+        "{report}"
+    );
     let err = stderr(&output);
     assert!(
         err.contains("POST is not a safe method: it is sent once and never retried"),
         "{err}"
     );
+    assert!(!err.contains("attempts_exhausted"), "{err}");
     assert!(!err.contains("waiting"), "{err}");
+}
+
+#[test]
+fn post_with_an_idempotency_key_is_retried() {
+    let server = Server::start(|n| match n {
+        0 => Reply::status(429).retry_after("0"),
+        _ => Reply::status(201),
+    });
+    let output = get(&[
+        &server.url(),
+        "--method",
+        "POST",
+        "-H",
+        "Idempotency-Key: job-7f3a",
+        "--min-wait",
+        "10ms",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(server.count(), 2);
+    let seen = server.seen();
+    assert!(seen.iter().all(|r| r.method == "POST"));
+    let report = json(&output);
+    assert_eq!(report["outcome"], "success", "{report}");
+    assert_eq!(report["attempts_started"], 2);
 }
 
 #[test]

@@ -13,8 +13,10 @@
 //! always answers the rate limit ([`Kind::Always`]). (a) and (b) are asserted
 //! as measured (each expectation says why, from the SDK's retry code); (c)
 //! against the targets: a wait ends in success after exactly one 429, a quota
-//! reaches the upstream once, an always-429 at most the proxy's attempts
-//! (shown as measured only for an SDK whose own retries are unmarked).
+//! reaches the upstream once (an SDK's unmarked repeats included: the
+//! proxy's hold-off answers them), an always-429 at most the proxy's
+//! attempts (shown as measured only for an SDK whose own retries are
+//! unmarked).
 //!
 //! The SDKs' Python comes from `RETRY_BUDGET_SDK_PYTHON` (`.ci/run` installs
 //! the six into `.ci/venv` and sets it), else `.ci/venv` itself. Without a
@@ -58,16 +60,17 @@ const PRESETS: &[&str] = &[
 ];
 
 /// The proxy's budget for these calls: its defaults (20 s, three attempts,
-/// 4 s per attempt), a 100 ms floor, and no hold-off or client budget, so
-/// that each call is measured alone.
-const FLAGS: [&str; 8] = [
+/// 4 s per attempt, the shared hold-off on), a 100 ms floor, and no client
+/// budget, so that each call is measured alone (each cell has a proxy of
+/// its own). The hold-off is the proxy's default: after a used-up quota it
+/// keeps an SDK's unmarked repeats of that call from the upstream.
+const FLAGS: [&str; 7] = [
     "--budget",
     "20s",
     "--attempt-timeout",
     "4s",
     "--min-wait",
     "100ms",
-    "--no-hold-off",
     "--no-client-budget",
 ];
 
@@ -346,8 +349,9 @@ fn openrouter_quota() -> Reply {
 /// google-genai and mistralai do not retry unless configured; cohere retries
 /// 408/409/429/5xx twice, honouring a delay up to 60 s. The proxy (no
 /// preset) retries a 429 up to 3 times within its 20 s budget, stops at once
-/// on a delay past it, sends an SDK's marked retry once, and passes a 400 or
-/// 402 on untouched.
+/// on a delay past it (and holds later first attempts for that delay, its
+/// hold-off), sends an SDK's marked retry once, and passes a 400 or 402 on
+/// untouched.
 fn rows() -> Vec<Row> {
     use Kind::{Always, Quota, Wait};
     vec![
@@ -501,8 +505,8 @@ fn rows() -> Vec<Row> {
                     kind: Quota,
                     answer: groq_quota,
                     direct: 3,
-                    proxy: 3,
-                    why: "the SDK backs off past 60 s and retries twice; the proxy stops each at once (past its budget)",
+                    proxy: 1,
+                    why: "the SDK backs off past 60 s and retries twice; the proxy stops the first at once (past its budget) and its hold-off (Retry-After 579) answers the retries, nothing sent",
                 },
                 Scenario {
                     name: "always 429",
@@ -841,15 +845,11 @@ fn the_ai_sdks_direct_through_the_proxy_and_with_its_presets() {
                 let measured_only = row.unmarked_retries && scenario.kind == Kind::Always;
                 // An SDK that retries every 429 unmarked and obeys no word
                 // (Cohere's) sends each of its attempts to the proxy as a
-                // new call: with the preset each ends on its first upstream
-                // request, so a quota reaches the upstream once per SDK
-                // attempt, never more (the 1 per SDK call needs the
-                // proxy to answer those retries itself).
-                let kind = if row.unmarked_retries && scenario.kind == Kind::Quota {
-                    Kind::Always
-                } else {
-                    scenario.kind
-                };
+                // new call: with the preset, a used-up quota holds the
+                // upstream off, so its repeats are answered by the proxy
+                // (`held_off`, category `quota`) and the upstream sees the
+                // call once.
+                let kind = scenario.kind;
                 if let Some(missed) = preset_target(kind, cell).filter(|_| !measured_only) {
                     failures.push(format!(
                         "{label}, with --preset {}: {missed}: {}",

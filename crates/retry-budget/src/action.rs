@@ -29,7 +29,8 @@
 //! may have delayed it).
 //!
 //! Stop reasons are checked in this order: caller gone (`cancelled`), status
-//! not retried (`success` for 2xx/3xx, `not_retryable` otherwise), no attempts
+//! not retried (`success` for 2xx/3xx, `not_retryable` otherwise), a request
+//! that must not be sent twice (`not_retryable`, [`Action::not_repeatable`]), no attempts
 //! left (`attempts_exhausted`, without reading the header), an HTTP-date with
 //! no trusted clock (`clock_untrusted`), the reservation does not fit
 //! (`budget_exhausted`).
@@ -76,6 +77,7 @@ use crate::trail_details;
 use crate::{retry_after::RetryAfter, Answer, Decision, Jitter, Outcome, Policy};
 
 mod reading;
+mod repeat;
 mod shared;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +106,14 @@ pub struct Action {
     rng: fastrand::Rng,
     previous_fallback: Option<Duration>,
     server_asked_until: Option<Duration>,
+    /// The action stopped on a used-up quota said by a retried status:
+    /// later first attempts to the service are held (see
+    /// [`ClientEffects::quota_hold_until`]).
+    quota_stop: bool,
     told: Told,
+    /// Whether the request may be sent more than once (see
+    /// [`Action::not_repeatable`]).
+    repeatable: bool,
 }
 
 impl Action {
@@ -164,7 +173,9 @@ impl Action {
             rng: fastrand::Rng::with_seed(seed),
             previous_fallback: None,
             server_asked_until: None,
+            quota_stop: false,
             told: Told::default(),
+            repeatable: true,
         }
     }
 
@@ -422,6 +433,7 @@ impl Action {
         }
         if let Some(code) = quota {
             self.push(now, EventKind::QuotaExhausted { attempt, code });
+            self.quota_stop = true;
             return self.stop(now, Outcome::NotRetryable);
         }
         let mut forbidden = forbidden;
@@ -445,6 +457,10 @@ impl Action {
                     attempt: self.attempts_started,
                 },
             );
+            return self.stop(now, Outcome::NotRetryable);
+        }
+        if !self.repeatable {
+            self.push(now, EventKind::NotRepeatable { attempt });
             return self.stop(now, Outcome::NotRetryable);
         }
         if self.attempts_started >= self.policy.max_attempts() {
@@ -592,34 +608,6 @@ impl Action {
             },
         );
         self.stop(now, Outcome::TransportError)
-    }
-
-    /// Whether another attempt may still follow the one in flight (or, before
-    /// it starts, the next one): when `false`, that attempt is the last, and
-    /// the caller may send the request itself instead of keeping a copy.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use retry_budget::{Action, Policy};
-    ///
-    /// let policy = Policy::builder().max_attempts(2).build()?;
-    /// let mut action = Action::new(policy);
-    /// assert!(action.retry_may_follow()); // the first of two
-    /// action.attempt_started(Duration::ZERO);
-    /// assert!(action.retry_may_follow());
-    /// # use retry_budget::retry_after::RetryAfter;
-    /// action.response(Duration::from_secs(1), 429, &RetryAfter::parse("1"), None);
-    /// action.timer_woke(Duration::from_secs(2));
-    /// assert!(!action.retry_may_follow()); // the next one is the last
-    /// # Ok::<(), retry_budget::PolicyError>(())
-    /// ```
-    pub fn retry_may_follow(&self) -> bool {
-        let last = match self.phase {
-            Phase::Stopped { .. } => return false,
-            Phase::InFlight { .. } => self.attempts_started,
-            Phase::Ready | Phase::Waiting { .. } => self.attempts_started.saturating_add(1),
-        };
-        last < self.policy.max_attempts()
     }
 
     fn attempt_failed(&mut self, now: Duration, outcome: Outcome) -> Decision {

@@ -19,7 +19,21 @@ pub struct ClientEffects {
     /// The service asked the client to wait until this elapsed time (see
     /// [`Action::server_asked_until`](crate::Action::server_asked_until)): publish it to a shared hold-off map.
     pub hold_until: Option<Duration>,
+    /// The action stopped on a used-up quota said by a status it retries
+    /// (OpenAI's `insufficient_quota` 429): until this elapsed time, later
+    /// first attempts to the same service are not sent
+    /// ([`Action::quota_held`](crate::Action::quota_held)), so that a
+    /// client's own immediate retries of that answer (an SDK that retries
+    /// every 429) do not reach it again. [`QUOTA_HOLD`] after the stop.
+    pub quota_hold_until: Option<Duration>,
 }
+
+/// How long a used-up quota holds later first attempts to its service
+/// ([`ClientEffects::quota_hold_until`]): long enough for a client's
+/// immediate retries of the answer (an SDK's backoff of a few seconds),
+/// short enough that a quota restored, or another model's, is soon tried
+/// again.
+pub const QUOTA_HOLD: Duration = Duration::from_secs(10);
 
 impl ClientEffects {
     /// Whether there is nothing to tell.
@@ -37,6 +51,7 @@ pub(crate) struct Told {
     // the action under a 16-byte step of the allocator.
     withdrawn_after: u16,
     held_after: u16,
+    quota_held: bool,
 }
 
 impl Told {
@@ -50,7 +65,10 @@ impl Told {
         attempts_started: u32,
         waiting: bool,
         hold_until: Option<Duration>,
+        quota_hold_until: Option<Duration>,
     ) -> ClientEffects {
+        let quota_hold_until = quota_hold_until.filter(|_| !self.quota_held);
+        self.quota_held |= quota_hold_until.is_some();
         let started = u16::try_from(attempts_started).unwrap_or(u16::MAX);
         let deposit = started > 0 && !self.deposited;
         let withdraw = waiting && started > 0 && self.withdrawn_after < started;
@@ -66,6 +84,7 @@ impl Told {
             deposit,
             withdraw,
             hold_until,
+            quota_hold_until,
         }
     }
 }

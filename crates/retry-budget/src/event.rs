@@ -159,6 +159,14 @@ pub enum EventKind {
         /// 1-based attempt number.
         attempt: u32,
     },
+    /// The response of this attempt has a status the policy retries, but
+    /// the request must not be sent twice (a write that nothing marked as
+    /// safe to repeat; [`Action::not_repeatable`](crate::Action::not_repeatable)):
+    /// the action stops as `not_retryable`.
+    NotRepeatable {
+        /// 1-based attempt number.
+        attempt: u32,
+    },
     /// The adapter translated this attempt's response from another
     /// protocol's signal before telling it to the action (gRPC:
     /// `grpc-status: 8` RESOURCE_EXHAUSTED as `429`, `grpc-retry-pushback-ms`
@@ -272,7 +280,9 @@ pub enum EventKind {
     /// `insufficient_quota`, sent as `429`): the action stops as
     /// `not_retryable`, with the category `quota`.
     QuotaExhausted {
-        /// 1-based attempt number.
+        /// 1-based attempt number; 0 before any attempt: another request's
+        /// answer said so, and the action was held
+        /// ([`Action::quota_held`](crate::Action::quota_held)).
         attempt: u32,
         /// The code the service gave.
         code: Box<str>,

@@ -122,6 +122,7 @@ pub use status::StatusSet;
 
 /// The policy's defaults (what [`Policy::default`] holds) and its limits.
 pub mod defaults {
+    pub use crate::client_effects::QUOTA_HOLD;
     pub use crate::policy::{
         DEFAULT_ATTEMPT_CAP, DEFAULT_FALLBACK_BASE, DEFAULT_MAX_ATTEMPTS, DEFAULT_MIN_WAIT,
         DEFAULT_TOTAL_BUDGET, MAX_ATTEMPTS_LIMIT,

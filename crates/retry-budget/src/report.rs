@@ -171,6 +171,7 @@ impl Report {
             Outcome::Cancelled => Some(Category::Cancelled),
             Outcome::AttemptTimeout => Some(Category::Timeout),
             Outcome::TransportError => Some(Category::Transport),
+            Outcome::HeldOff if self.quota_code().is_some() => Some(Category::Quota),
             Outcome::HeldOff | Outcome::Paced => Some(Category::RateLimit),
             Outcome::NotRetryable if self.quota_code().is_some() => Some(Category::Quota),
             Outcome::NotRetryable
@@ -220,6 +221,7 @@ impl Report {
                 self.quota_code().unwrap_or_default()
             ),
             Outcome::NotRetryable if self.retry_was_forbidden() => "Stopped: the service asked not to retry this request.".into(),
+            Outcome::NotRetryable if self.was_not_repeatable() => "Stopped: the request is sent once: its method is not safe to repeat, and nothing marked it repeatable (an Idempotency-Key that every copy keeps, marked idempotent).".into(),
             Outcome::NotRetryable => "Stopped: the response is not one this policy retries.".into(),
             Outcome::BudgetExhausted => "Stopped: the retry budget cannot fit the next request.".into(),
             Outcome::AttemptsExhausted if self.max_attempts == 1 => {
@@ -300,6 +302,16 @@ impl Report {
             .rev()
             .take(2)
             .any(|event| matches!(event.kind, EventKind::RetryForbidden { .. }))
+    }
+
+    /// Whether the last response would have been retried but the request
+    /// must not be sent twice.
+    fn was_not_repeatable(&self) -> bool {
+        self.events
+            .iter()
+            .rev()
+            .take(2)
+            .any(|event| matches!(event.kind, EventKind::NotRepeatable { .. }))
     }
 
     /// The last response's `Retry-After`, if no attempt followed it.

@@ -118,6 +118,10 @@ pub struct ResetValue {
     format: ResetFormat,
     raw: Vec<u8>,
     remaining: Option<Vec<u8>>,
+    /// One limit's reset, pushed with [`ResetHeaders::push_limit`].
+    limit: bool,
+    /// The error body names this value's limit as the one hit.
+    named: bool,
 }
 
 impl ResetValue {
@@ -150,6 +154,18 @@ impl ResetValue {
         self.remaining
             .as_deref()
             .is_some_and(|raw| digits(trim_ows(raw)).is_ok_and(|n| n > 0))
+    }
+
+    /// Whether the error body named this value's limit as the one hit
+    /// (see [`ResetHeaders::limit_named`]).
+    pub const fn named(&self) -> bool {
+        self.named
+    }
+
+    /// Why this value does not count, whatever it says, if it does not:
+    /// its limit has room and the body did not name it.
+    fn not_counted(&self) -> Option<ResetIgnored> {
+        (!self.named && self.has_room()).then_some(ResetIgnored::LimitHasRoom)
     }
 }
 
@@ -208,6 +224,8 @@ impl ResetHeaders {
             format,
             raw: raw.to_vec(),
             remaining: None,
+            limit: false,
+            named: false,
         });
     }
 
@@ -230,7 +248,24 @@ impl ResetHeaders {
             format,
             raw: raw.to_vec(),
             remaining: remaining.map(<[u8]>::to_vec),
+            limit: true,
+            named: false,
         });
+    }
+
+    /// The response's error body names the limit whose reset is `header`
+    /// (case-insensitive) as the one hit (OpenAI's and Groq's `Rate limit
+    /// reached ... on tokens per min`): a reset counts only for a limit
+    /// that is spent, which this one is whatever its `remaining` says (a
+    /// request larger than what remains is refused with room left).
+    /// The other limits keep the rule of [`push_limit`](Self::push_limit).
+    /// A name that matches no limit's value changes nothing.
+    pub fn limit_named(&mut self, header: &str) {
+        for value in &mut self.values {
+            if value.limit && value.header.eq_ignore_ascii_case(header) {
+                value.named = true;
+            }
+        }
     }
 
     /// Whether no value was found.
@@ -258,8 +293,8 @@ impl ResetHeaders {
         calendar: Option<SystemTime>,
     ) -> impl Iterator<Item = (&ResetValue, ResetReading)> + '_ {
         self.values.iter().map(move |value| {
-            if value.has_room() {
-                return (value, ResetReading::Ignored(ResetIgnored::LimitHasRoom));
+            if let Some(why) = value.not_counted() {
+                return (value, ResetReading::Ignored(why));
             }
             let reading = match read_value(value, calendar) {
                 Ok(wait) if self.max_interval.is_some_and(|max| wait > max) => {
@@ -583,6 +618,56 @@ mod tests {
         let (value, reading) = headers.read(None).next().unwrap();
         assert_eq!(reading, room, "room wins over malformed");
         assert_eq!(value.remaining().as_deref(), Some("5"));
+    }
+
+    #[test]
+    fn a_limit_the_body_names_counts_with_room_left() {
+        let headers = |requests_left: Option<&str>, tokens_left: Option<&str>| {
+            let mut headers = ResetHeaders::new(None);
+            headers.push_limit(
+                "x-ratelimit-reset-requests",
+                ResetFormat::Duration,
+                b"2m59.56s",
+                requests_left.map(str::as_bytes),
+            );
+            headers.push_limit(
+                "x-ratelimit-reset-tokens",
+                ResetFormat::Duration,
+                b"7.5s",
+                tokens_left.map(str::as_bytes),
+            );
+            headers.push("retryDelay (body)", ResetFormat::Duration, b"1s");
+            headers
+        };
+        let readings = |headers: &ResetHeaders| -> Vec<ResetReading> {
+            headers.read(None).map(|(_, reading)| reading).collect()
+        };
+        let requests = ResetReading::Wait(Duration::from_millis(179_560));
+        let tokens = ResetReading::Wait(Duration::from_millis(7_500));
+        let room = ResetReading::Ignored(ResetIgnored::LimitHasRoom);
+
+        // Groq's tokens-per-minute 429: a request larger than the 966
+        // tokens left; thousands of requests left.
+        let mut groq = headers(Some("14370"), Some("966"));
+        assert_eq!(readings(&groq), [room, room, wait(1)]);
+        groq.limit_named("X-RateLimit-Reset-Tokens");
+        assert_eq!(readings(&groq), [room, tokens, wait(1)]);
+        assert!(groq.read(None).nth(1).unwrap().0.named());
+
+        // Another limit keeps its own rule: spent or unknown, it counts.
+        let mut unknown = headers(None, None);
+        unknown.limit_named("x-ratelimit-reset-tokens");
+        assert_eq!(readings(&unknown), [requests, tokens, wait(1)]);
+        let mut both = headers(Some("0"), Some("12"));
+        both.limit_named("x-ratelimit-reset-tokens");
+        assert_eq!(readings(&both), [requests, tokens, wait(1)]);
+
+        // A name that matches no limit (or a value that is no limit's)
+        // changes nothing.
+        let mut none = headers(None, Some("5"));
+        none.limit_named("x-ratelimit-reset-other");
+        none.limit_named("retryDelay (body)");
+        assert_eq!(readings(&none), [requests, room, wait(1)]);
     }
 
     #[test]

@@ -39,6 +39,7 @@ pub const fn kind_name(kind: &EventKind) -> &'static str {
         EventKind::HeldOff { .. } => "held_off",
         EventKind::Paced { .. } => "paced",
         EventKind::RetryForbidden { .. } => "retry_forbidden",
+        EventKind::NotRepeatable { .. } => "not_repeatable",
         EventKind::Translated { .. } => "translated",
         EventKind::StatusAfterData { .. } => "status_after_data",
         EventKind::RetryAfterRepeated { .. } => "retry_after_repeated",
@@ -118,6 +119,7 @@ impl<'a> Note<'a> {
     pub const fn of(kind: &'a EventKind) -> Option<Self> {
         match kind {
             EventKind::RetryForbidden { .. }
+            | EventKind::NotRepeatable { .. }
             | EventKind::Translated { .. }
             | EventKind::StatusAfterData { .. }
             | EventKind::RetryAfterRepeated { .. }
@@ -139,6 +141,7 @@ impl<'a> Note<'a> {
     pub const fn attempt(&self) -> Option<u32> {
         match self.0 {
             EventKind::RetryForbidden { attempt }
+            | EventKind::NotRepeatable { attempt }
             | EventKind::Translated { attempt, .. }
             | EventKind::StatusAfterData { attempt, .. }
             | EventKind::RetryAfterRepeated { attempt, .. }
@@ -158,6 +161,9 @@ impl fmt::Display for Note<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             EventKind::RetryForbidden { .. } => f.write_str("retry forbidden by the server"),
+            EventKind::NotRepeatable { .. } => {
+                f.write_str("not repeated: the request is not marked safe to repeat")
+            }
             EventKind::Translated { from, .. } => write!(f, "translated from {from}"),
             EventKind::StatusAfterData { status, from, .. } => write!(
                 f,
@@ -187,6 +193,10 @@ impl fmt::Display for Note<'_> {
             EventKind::ShouldRetry {
                 header, raw, says, ..
             } => write!(f, "{header}: {raw} ({})", should_retry_meaning(*says)),
+            EventKind::QuotaExhausted { attempt: 0, code } => write!(
+                f,
+                "held: the service said its quota is used up ({code}) to another request just before; nothing sent"
+            ),
             EventKind::QuotaExhausted { code, .. } => write!(
                 f,
                 "the body says the quota is used up ({code}): not retried"

@@ -45,7 +45,7 @@ use http::request::Parts;
 use http::Extensions;
 use retry_budget::Action;
 
-use crate::extra::{ActionExtra, Extra};
+use crate::extra::{ActionExtra, Extra, Moments};
 
 /// Request extension on every attempt the retry layer sends, when
 /// [asked for](crate::RetryBudgetLayer::attempt_deadlines): the attempt's
@@ -73,6 +73,10 @@ impl Extra for AttemptDeadlines {
 }
 
 impl ActionExtra for AttemptDeadlines {
+    fn moments(&self) -> Moments {
+        Moments::ATTEMPT
+    }
+
     fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
         if let Some((attempt, reservation)) = action.reservation() {
             extensions.insert(AttemptDeadline {

@@ -6,17 +6,19 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Context;
 
-use http::request::Parts;
+use http::Extensions;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::extra::{ActionExtra, Extra};
+#[cfg(test)]
+use crate::extra::Extra;
+use crate::extra::{ActionExtra, Moments, RequestExtra};
 
 /// Looks for a [`CancellationToken`] in each request.
 pub(crate) struct Cancellation;
 
-impl Extra for Cancellation {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
-        let token = request?.extensions.get::<CancellationToken>()?.clone();
+impl RequestExtra for Cancellation {
+    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
+        let token = extensions.get::<CancellationToken>()?.clone();
         Some(Box::new(Watched(Box::pin(token.cancelled_owned()))))
     }
 }
@@ -26,6 +28,10 @@ impl Extra for Cancellation {
 struct Watched(Pin<Box<WaitForCancellationFutureOwned>>);
 
 impl ActionExtra for Watched {
+    fn moments(&self) -> Moments {
+        Moments::CANCELLED
+    }
+
     fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
         self.0.as_mut().poll(cx).is_ready()
     }

@@ -62,12 +62,23 @@ impl<S, B> Ctx<S, B> {
     /// ([`Decision::StartNow`]: the future asks it, see
     /// [`poll_first`](Self::poll_first)). Returns the core's decision.
     pub(crate) fn open(&mut self, request: Request<B>) -> Decision {
+        if !request::may_retry(&request) {
+            // Budgeted ([`BudgetThis`](crate::BudgetThis)) but never to be
+            // sent twice: the core ends it `not_retryable` where it would
+            // retry, and keeps no copy.
+            self.action.not_repeatable();
+        }
         self.template = Some(request);
         let before = self.extras.before_first(&mut self.clock);
         if before.store_down {
             self.step(|action, now| action.shared_store_unavailable(now));
         }
         let mut decision = Decision::StartNow;
+        if let Some((until, code)) = before.quota_held {
+            // Another request was told the quota is used up: the core
+            // decides whether this one is sent.
+            decision = self.step(|action, now| action.quota_held(now, until, code));
+        }
         if let Some(until) = before.held_until {
             // The service asked the client to wait: the core decides
             // whether the first attempt waits or is never sent.
@@ -145,12 +156,12 @@ impl<S, B> Ctx<S, B> {
     where
         B: Clone,
     {
-        let request = if self.action.retry_may_follow() {
-            self.template.as_ref().map(request::copy)
+        const KEPT: &str = "the request is kept while an attempt may start";
+        let mut request = if self.action.retry_may_follow() {
+            request::copy(self.template.as_ref().expect(KEPT))
         } else {
-            self.template.take()
+            self.template.take().expect(KEPT)
         };
-        let mut request = request.expect("the request is kept while an attempt may start");
         self.extras.attempt(request.extensions_mut(), &self.action);
         request
     }

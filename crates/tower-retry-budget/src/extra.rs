@@ -36,9 +36,29 @@ pub(crate) trait Extra: Send + Sync + 'static {
     fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>>;
 }
 
+/// An extra made by what a request's extensions carry alone (the caller's
+/// token or report slot, a replay handle): looked for in the extensions,
+/// without taking the request apart. Every one is an [`Extra`] too.
+pub(crate) trait RequestExtra: Send + Sync + 'static {
+    /// Its part of the action of a request with these extensions, if any.
+    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>>;
+}
+
+impl<E: RequestExtra> Extra for E {
+    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+        self.find(&request?.extensions)
+    }
+}
+
 /// An extra's part of one action, told what happens at fixed moments.
 /// Every method does nothing by default.
 pub(crate) trait ActionExtra: Send + Sync {
+    /// The moments it acts on: it is not called at the others (every one,
+    /// unless it names fewer). Read once, when the action starts.
+    fn moments(&self) -> Moments {
+        Moments::ALL
+    }
+
     /// Before the first attempt: what the core must be told first.
     fn before_first(&mut self, _clock: &mut Clock) -> BeforeFirst {
         BeforeFirst::default()
@@ -103,6 +123,46 @@ pub(crate) trait ActionExtra: Send + Sync {
 /// A pace: not before this elapsed time, because of this limit.
 pub(crate) type Paced = Option<(Duration, PaceReason)>;
 
+/// A set of the moments an [`ActionExtra`] acts on (the trail's events
+/// are asked separately, by [`ActionExtra::listens`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moments(u16);
+
+impl Moments {
+    /// None.
+    pub(crate) const NONE: Self = Self(0);
+    /// [`ActionExtra::before_first`].
+    pub(crate) const BEFORE_FIRST: Self = Self(1);
+    /// [`ActionExtra::effects`].
+    pub(crate) const EFFECTS: Self = Self(1 << 1);
+    /// [`ActionExtra::attempt`].
+    pub(crate) const ATTEMPT: Self = Self(1 << 2);
+    /// [`ActionExtra::head`].
+    pub(crate) const HEAD: Self = Self(1 << 3);
+    /// [`ActionExtra::answer`].
+    pub(crate) const ANSWER: Self = Self(1 << 4);
+    /// [`ActionExtra::cancelled`].
+    pub(crate) const CANCELLED: Self = Self(1 << 5);
+    /// [`ActionExtra::report`].
+    pub(crate) const REPORT: Self = Self(1 << 6);
+    /// [`ActionExtra::deliver`].
+    pub(crate) const DELIVER: Self = Self(1 << 7);
+    /// [`ActionExtra::event`] (set from [`ActionExtra::listens`]).
+    const EVENT: Self = Self(1 << 8);
+    /// Every moment.
+    pub(crate) const ALL: Self = Self(u16::MAX);
+
+    /// Both sets.
+    pub(crate) const fn and(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether `moment` is in the set.
+    const fn has(self, moment: Self) -> bool {
+        self.0 & moment.0 != 0
+    }
+}
+
 /// What the extras tell the core before the first attempt.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct BeforeFirst {
@@ -110,6 +170,9 @@ pub(crate) struct BeforeFirst {
     pub(crate) store_down: bool,
     /// The first attempt waits until this elapsed time.
     pub(crate) held_until: Option<Duration>,
+    /// Another request was told the service's quota is used up: no first
+    /// attempt before this elapsed time (the code the trail gives it).
+    pub(crate) quota_held: Option<(Duration, &'static str)>,
     /// The announced quota allows no first attempt before this elapsed
     /// time, because of this limit.
     pub(crate) paced: Paced,
@@ -126,12 +189,12 @@ pub(crate) struct BeforeFirst {
 pub(crate) struct ExtraList {
     /// Each with its type: configured again, an extra replaces itself.
     configured: Vec<(TypeId, Arc<dyn Extra>)>,
-    by_request: Vec<Arc<dyn Extra>>,
+    by_request: Vec<Arc<dyn RequestExtra>>,
 }
 
 impl ExtraList {
     /// Extras made only by what a request carries.
-    pub(crate) fn by_request(extras: Vec<Arc<dyn Extra>>) -> Self {
+    pub(crate) fn by_request(extras: Vec<Arc<dyn RequestExtra>>) -> Self {
         Self {
             configured: Vec::new(),
             by_request: extras,
@@ -160,19 +223,26 @@ impl ExtraList {
     #[inline]
     pub(crate) fn start<B>(&self, request: http::Request<B>) -> (http::Request<B>, Extras) {
         let plain = request.extensions().is_empty();
-        if plain && self.configured.is_empty() {
-            // Nothing to look for.
-            return (request, Extras::traced());
-        }
         let by_request = if plain { &[][..] } else { &self.by_request[..] };
+        if self.configured.is_empty() {
+            // Only the request's extensions to look in (nothing, if it has
+            // none): the request is not taken apart.
+            let extensions = request.extensions();
+            let made = by_request.iter().filter_map(|extra| extra.find(extensions));
+            let extras = Extras::of(made);
+            return (request, extras);
+        }
         let (mut parts, body) = request.into_parts();
         // The request's own first (the caller's slot is filled before the
         // observer hears the report), then the layer's.
-        let configured = self.configured.iter().map(|(_, extra)| extra);
-        let made = by_request
-            .iter()
-            .chain(configured)
-            .filter_map(|extra| extra.start(Some(&mut parts)));
+        let found = by_request.iter().map(|extra| Maker::Found(&**extra));
+        let configured = self.configured.iter();
+        let made = found
+            .chain(configured.map(|(_, extra)| Maker::Configured(&**extra)))
+            .filter_map(|maker| match maker {
+                Maker::Found(extra) => extra.find(&parts.extensions),
+                Maker::Configured(extra) => extra.start(Some(&mut parts)),
+            });
         let extras = Extras::of(made);
         (http::Request::from_parts(parts, body), extras)
     }
@@ -185,6 +255,12 @@ impl ExtraList {
                 .filter_map(|(_, extra)| extra.start(None)),
         )
     }
+}
+
+/// One maker of an action's part, in the order they are asked.
+enum Maker<'a> {
+    Found(&'a dyn RequestExtra),
+    Configured(&'a dyn Extra),
 }
 
 impl std::fmt::Debug for ExtraList {
@@ -201,6 +277,9 @@ impl std::fmt::Debug for ExtraList {
 /// allocates only the observer's part); several, as one [`Many`].
 pub(crate) struct Extras {
     part: Option<Box<dyn ActionExtra>>,
+    /// The moments its part acts on (none without a part): a moment no
+    /// extra acts on costs one check.
+    moments: Moments,
     /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
     /// once, when the action starts.
     traced: bool,
@@ -215,6 +294,7 @@ impl Extras {
     fn traced() -> Self {
         Self {
             part: None,
+            moments: Moments::NONE,
             traced: crate::trace::listening(),
             hearing: false,
             shares: false,
@@ -231,11 +311,20 @@ impl Extras {
         let part = match made.next() {
             None => first,
             Some(second) => {
-                let mut all = vec![first, second];
-                all.extend(made);
+                let with_moments = |part: Box<dyn ActionExtra>| {
+                    let event = if part.listens() {
+                        Moments::EVENT
+                    } else {
+                        Moments::NONE
+                    };
+                    (part.moments().and(event), part)
+                };
+                let mut all = vec![with_moments(first), with_moments(second)];
+                all.extend(made.map(with_moments));
                 Box::new(Many(all))
             }
         };
+        extras.moments = part.moments();
         extras.hearing = part.listens();
         extras.shares = part.shares();
         extras.wants_report = part.wants_report();
@@ -286,21 +375,24 @@ impl Extras {
 
     /// See [`ActionExtra::before_first`].
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        self.part
-            .as_mut()
-            .map_or_else(BeforeFirst::default, |part| part.before_first(clock))
+        match self.acting(Moments::BEFORE_FIRST) {
+            Some(part) => part.before_first(clock),
+            None => BeforeFirst::default(),
+        }
     }
 
     /// See [`ActionExtra::poll_first`].
     pub(crate) fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
-        self.part
-            .as_mut()
-            .map_or(Poll::Ready(None), |part| part.poll_first(cx, clock))
+        // Asked only of a part whose `before_first` said it asks.
+        match self.acting(Moments::BEFORE_FIRST) {
+            Some(part) => part.poll_first(cx, clock),
+            None => Poll::Ready(None),
+        }
     }
 
     /// See [`ActionExtra::effects`].
     pub(crate) fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        if let Some(part) = &mut self.part {
+        if let Some(part) = self.acting(Moments::EFFECTS) {
             part.effects(effects, clock);
         }
     }
@@ -308,7 +400,7 @@ impl Extras {
     /// See [`ActionExtra::attempt`].
     #[inline]
     pub(crate) fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
-        if let Some(part) = &mut self.part {
+        if let Some(part) = self.acting(Moments::ATTEMPT) {
             part.attempt(extensions, action);
         }
     }
@@ -320,7 +412,7 @@ impl Extras {
         headers: &HeaderMap,
         calendar: &mut dyn FnMut() -> Option<SystemTime>,
     ) {
-        if let Some(part) = &mut self.part {
+        if let Some(part) = self.acting(Moments::HEAD) {
             part.head(headers, calendar);
         }
     }
@@ -328,7 +420,7 @@ impl Extras {
     /// See [`ActionExtra::answer`].
     #[inline]
     pub(crate) fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
-        match &mut self.part {
+        match self.acting(Moments::ANSWER) {
             Some(part) => part.answer(answer),
             None => answer,
         }
@@ -337,12 +429,22 @@ impl Extras {
     /// See [`ActionExtra::cancelled`].
     #[inline]
     pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.part.as_mut().is_some_and(|part| part.cancelled(cx))
+        self.acting(Moments::CANCELLED)
+            .is_some_and(|part| part.cancelled(cx))
+    }
+
+    /// The part, if it acts on `moment`.
+    #[inline]
+    fn acting(&mut self, moment: Moments) -> Option<&mut Box<dyn ActionExtra>> {
+        if !self.moments.has(moment) {
+            return None;
+        }
+        self.part.as_mut()
     }
 
     /// See [`ActionExtra::report`].
     pub(crate) fn report(&mut self, report: &Report, clock: &mut Clock) {
-        if let Some(part) = &mut self.part {
+        if let Some(part) = self.acting(Moments::REPORT) {
             part.report(report, clock);
         }
     }
@@ -354,24 +456,47 @@ impl Extras {
         report: &Report,
         clock: &mut Clock,
     ) {
-        if let Some(part) = &mut self.part {
+        if let Some(part) = self.acting(Moments::DELIVER) {
             part.deliver(extensions, report, clock);
         }
     }
 }
 
-/// Several extras of one action, told each moment in order.
-struct Many(Vec<Box<dyn ActionExtra>>);
+/// Several extras of one action, each with the moments it acts on, told
+/// each of those in order.
+struct Many(Vec<(Moments, Box<dyn ActionExtra>)>);
+
+impl Many {
+    /// The parts that act on `moment`, in order.
+    fn acting(&mut self, moment: Moments) -> impl Iterator<Item = &mut Box<dyn ActionExtra>> {
+        self.0
+            .iter_mut()
+            .filter(move |(moments, _)| moments.has(moment))
+            .map(|(_, part)| part)
+    }
+
+    /// Every part, in order.
+    fn parts(&self) -> impl Iterator<Item = &dyn ActionExtra> {
+        self.0.iter().map(|(_, part)| &**part)
+    }
+}
 
 impl ActionExtra for Many {
+    fn moments(&self) -> Moments {
+        self.0
+            .iter()
+            .fold(Moments::NONE, |all, (moments, _)| all.and(*moments))
+    }
+
     /// Any store down; the latest hold; the latest pace.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         let mut before = BeforeFirst::default();
-        for part in &mut self.0 {
+        for part in self.acting(Moments::BEFORE_FIRST) {
             let said = part.before_first(clock);
             before.store_down |= said.store_down;
             before.held_until = before.held_until.max(said.held_until);
             before.asks |= said.asks;
+            before.quota_held = before.quota_held.max(said.quota_held);
             if let Some((until, reason)) = said.paced {
                 if before.paced.as_ref().is_none_or(|(held, _)| until > *held) {
                     before.paced = Some((until, reason));
@@ -385,7 +510,8 @@ impl ActionExtra for Many {
     fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
         let mut pending = false;
         let mut paced: Paced = None;
-        for part in &mut self.0 {
+        // A part asks only if its `before_first` said so.
+        for part in self.acting(Moments::BEFORE_FIRST) {
             match part.poll_first(cx, clock) {
                 Poll::Pending => pending = true,
                 Poll::Ready(Some((until, reason))) => {
@@ -404,61 +530,59 @@ impl ActionExtra for Many {
     }
 
     fn listens(&self) -> bool {
-        self.0.iter().any(|part| part.listens())
+        self.parts().any(|part| part.listens())
     }
 
     fn event(&mut self, event: &Event) {
-        for part in &mut self.0 {
-            if part.listens() {
-                part.event(event);
-            }
+        for part in self.acting(Moments::EVENT) {
+            part.event(event);
         }
     }
 
     fn shares(&self) -> bool {
-        self.0.iter().any(|part| part.shares())
+        self.parts().any(|part| part.shares())
     }
 
     fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        for part in &mut self.0 {
+        for part in self.acting(Moments::EFFECTS) {
             part.effects(effects, clock);
         }
     }
 
     fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
-        for part in &mut self.0 {
+        for part in self.acting(Moments::ATTEMPT) {
             part.attempt(extensions, action);
         }
     }
 
     fn head(&mut self, headers: &HeaderMap, calendar: &mut dyn FnMut() -> Option<SystemTime>) {
-        for part in &mut self.0 {
+        for part in self.acting(Moments::HEAD) {
             part.head(headers, calendar);
         }
     }
 
     fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
-        self.0
-            .iter_mut()
+        self.acting(Moments::ANSWER)
             .fold(answer, |answer, part| part.answer(answer))
     }
 
     fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.0.iter_mut().any(|part| part.cancelled(cx))
+        self.acting(Moments::CANCELLED)
+            .any(|part| part.cancelled(cx))
     }
 
     fn wants_report(&self) -> bool {
-        self.0.iter().any(|part| part.wants_report())
+        self.parts().any(|part| part.wants_report())
     }
 
     fn report(&mut self, report: &Report, clock: &mut Clock) {
-        for part in &mut self.0 {
+        for part in self.acting(Moments::REPORT) {
             part.report(report, clock);
         }
     }
 
     fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
-        for part in &mut self.0 {
+        for part in self.acting(Moments::DELIVER) {
             part.deliver(extensions, report, clock);
         }
     }

@@ -62,7 +62,8 @@
 //! [`AttemptDeadline`] and the core's policy and report. Each capability
 //! has a module of its own, as tower-http gives each middleware one:
 //! [`hold_off`] (with its Redis store, feature `redis`), [`body_replay`] (request
-//! bodies that are not `Clone`), [`grpc`] (a status in trailers),
+//! bodies that are not `Clone`), [`peek`] (a gRPC status in trailers, what
+//! a JSON error body says: one layer below the retry layer),
 //! [`response_signal`] (what a response head tells the budget), [`calendar`],
 //! [`budget`] (the client-wide retry ratio), [`observer`], [`gate`],
 //! [`single_flight`] (feature `single-flight`), [`idempotent_paths`],
@@ -106,14 +107,13 @@
 //! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal), [`ResetSignal`](crate::response_signal::ResetSignal)), read into the core's `Answer` |
 //! | `trace.rs` | `tracing` events |
 //! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
-//! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, bounded in time and space |
+//! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, and a used-up quota's short hold, bounded in time and space |
 //! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
 //! | `cancel.rs` | extra: the caller's `CancellationToken` |
 //! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |
 //! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone`; extra: its replay handle |
 //! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
-//! | `grpc/` | [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer): a gRPC status in trailers, seen by the retry layer and the report |
-//! | `quota/` | [`QuotaExhausted`](crate::quota::QuotaExhausted), and `QuotaLayer` (feature `quota`): a `429` whose JSON body says the quota is used up, not retried |
+//! | `peek/` | [`PeekLayer`](crate::peek::PeekLayer): the one layer that reads the start of a body (a gRPC status in trailers; with feature `quota`, what a JSON error body says: a quota used up, a delay, a retryable rate limit), its findings told through one extension, [`BodySignals`](crate::peek::BodySignals) |
 //! | `gate.rs` | the concurrency gate: tower's `ConcurrencyLimit` and `LoadShed`, in the right order |
 //! | `single_flight/` | [`single_flight`]: identical in-flight requests share one action |
 //! | `idempotent_paths.rs` | [`IdempotentPathsLayer`](crate::idempotent_paths::IdempotentPathsLayer): a method allow-list |
@@ -142,7 +142,7 @@
 //! ```
 //! use tonic::body::Body;
 //! use tower::ServiceBuilder;
-//! use tower_retry_budget::{response_signal::GrpcSignal, grpc::GrpcTrailersLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, body_replay::{ReplayBody, ReplayBodyLayer}};
+//! use tower_retry_budget::{response_signal::GrpcSignal, peek::PeekLayer, Idempotent, Policy, ReportSlot, RetryBudgetLayer, body_replay::{ReplayBody, ReplayBodyLayer}};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -150,7 +150,7 @@
 //! let stack = ServiceBuilder::new()
 //!     .layer(ReplayBodyLayer::new())
 //!     .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-//!     .layer(GrpcTrailersLayer::new())
+//!     .layer(PeekLayer::grpc())
 //!     .map_request(|req: http::Request<ReplayBody<Body>>| req.map(Body::new))
 //!     .service(channel);
 //! let grpc = tonic::client::Grpc::new(stack); // or a generated client's `new(stack)`
@@ -180,7 +180,7 @@
 //!   `not_retryable`. The trail records the translation
 //!   ([`EventKind::Translated`](crate::observer::EventKind::Translated)).
 //! * **A status in trailers.** An answer that sends its initial metadata
-//!   first puts `grpc-status` in the trailers: [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer), below
+//!   first puts `grpc-status` in the trailers: [`PeekLayer::grpc`](crate::peek::PeekLayer::grpc), below
 //!   the retry layer, reads the first frame of such an answer so that
 //!   trailers with no message are read like a Trailers-Only head.
 //!   `success` means the service *began an answer* with no
@@ -258,14 +258,13 @@ mod error;
 mod extra;
 mod future;
 pub mod gate;
-pub mod grpc;
 mod held;
 pub mod hold_off;
 pub mod idempotent_paths;
 mod layer;
 pub mod observer;
 pub mod pace;
-pub mod quota;
+pub mod peek;
 mod report_slot;
 mod request;
 pub mod response_signal;

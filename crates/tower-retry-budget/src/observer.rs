@@ -22,7 +22,7 @@ use http::Extensions;
 use retry_budget::Report;
 
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra};
+use crate::extra::{ActionExtra, Extra, Moments};
 use crate::report_slot::LateReport;
 use crate::response_signal::is_grpc;
 
@@ -79,7 +79,7 @@ pub trait Observer: Send + Sync + 'static {
 
     /// Called when the action ends, with its report (default: nothing).
     /// Once, except for a gRPC stream whose status, after its messages, is
-    /// not OK: with [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer) below
+    /// not OK: with [`PeekLayer::grpc`](crate::peek::PeekLayer::grpc) below
     /// the retry layer, the corrected report follows its `StatusAfterData`
     /// event when the trailers arrive.
     fn on_report(&self, id: ActionId, report: &Report) {
@@ -134,7 +134,7 @@ impl fmt::Debug for SharedObserver {
 impl Extra for SharedObserver {
     /// With an observer, a gRPC request (and so every attempt's copy of it)
     /// carries the action's [`Observed`] for the layer below that reads a
-    /// status from trailers ([`GrpcTrailers`](crate::grpc::GrpcTrailers),
+    /// status from trailers ([`Peek`](crate::peek::Peek),
     /// the one reader): its answer has the request's gRPC content type. Any
     /// other request does not, and its copies carry one extension fewer.
     fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
@@ -150,6 +150,10 @@ impl Extra for SharedObserver {
 }
 
 impl ActionExtra for Watch {
+    fn moments(&self) -> Moments {
+        Moments::REPORT.and(Moments::DELIVER)
+    }
+
     fn listens(&self) -> bool {
         true
     }

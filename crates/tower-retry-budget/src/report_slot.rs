@@ -4,12 +4,14 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use http::request::Parts;
+use http::Extensions;
 use retry_budget::Report;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra};
+#[cfg(test)]
+use crate::extra::Extra;
+use crate::extra::{ActionExtra, Moments, RequestExtra};
 
 /// A place for the [`Report`] of one request, shared between the caller and
 /// the layer.
@@ -113,14 +115,18 @@ pub(crate) struct LateReport(pub(crate) ReportSlot);
 /// The retry layer's extra that fills the [`ReportSlot`] a request carries.
 pub(crate) struct SlotExtra;
 
-impl Extra for SlotExtra {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
-        let slot = request?.extensions.get::<ReportSlot>()?.clone();
+impl RequestExtra for SlotExtra {
+    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
+        let slot = extensions.get::<ReportSlot>()?.clone();
         Some(Box::new(slot))
     }
 }
 
 impl ActionExtra for ReportSlot {
+    fn moments(&self) -> Moments {
+        Moments::REPORT
+    }
+
     fn wants_report(&self) -> bool {
         true
     }

@@ -29,12 +29,13 @@ pub struct Idempotent;
 
 /// Request extension: the caller asks the layer to budget this request
 /// although it may not be retried by its method alone (a write): it then
-/// gets a deadline, cancellation and a report like any budgeted request,
-/// and is retried only as the layer's policy allows (a write that must not
-/// be repeated is given a one-attempt policy). Unlike [`Idempotent`], it
-/// asserts nothing about repeating the request: a layer that keeps a body
-/// for replay ([`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer))
-/// keeps none for it.
+/// gets a deadline, cancellation and a report like any budgeted request.
+/// Unlike [`Idempotent`], it asserts nothing about repeating the request:
+/// one that [`may_retry`] refuses is sent once, no copy of it is kept, and
+/// a status the policy would retry ends it `not_retryable` with the reason
+/// in its report (`Action::not_repeatable`); a layer that keeps a body for
+/// replay ([`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer)) keeps
+/// none for it.
 ///
 /// ```
 /// use tower_retry_budget::{is_budgeted, may_retry, BudgetThis};

@@ -12,7 +12,7 @@ use retry_budget::{
     Answer,
 };
 
-use crate::quota::{BodyRetryDelay, QuotaExhausted, RateLimited};
+use crate::peek::BodySignals;
 
 /// What one response tells the retry budget. Built by a [`RetrySignal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,17 +139,26 @@ impl Signal {
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
     ) -> Answer<'_> {
-        // A delay a layer below found in the body: one more reset value.
-        if let Some(delay) = body.and_then(Extensions::get::<BodyRetryDelay>) {
-            if self.status >= 400 {
-                self.reset_headers
-                    .get_or_insert_with(|| ResetHeaders::new(None))
-                    .push(
-                        BodyRetryDelay::NAME,
-                        ResetFormat::Duration,
-                        delay.raw().as_bytes(),
-                    );
+        // What a layer below found in the body (only ever read of an error
+        // status; a success skips the look).
+        let found = (self.status >= 400)
+            .then(|| body.and_then(Extensions::get::<BodySignals>))
+            .flatten();
+        // The limit the body names as the one hit: its reset counts.
+        if let Some(limit) = found.and_then(BodySignals::limit) {
+            if let Some(resets) = self.reset_headers.as_mut() {
+                resets.limit_named(limit);
             }
+        }
+        // A delay found in the body: one more reset value.
+        if let Some(delay) = found.and_then(BodySignals::retry_delay) {
+            self.reset_headers
+                .get_or_insert_with(|| ResetHeaders::new(None))
+                .push(
+                    BodySignals::RETRY_DELAY_NAME,
+                    ResetFormat::Duration,
+                    delay.as_bytes(),
+                );
         }
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
@@ -176,13 +185,13 @@ impl Signal {
         // A layer below read the body: the service said its quota is used
         // up (only ever said of an error status; a success skips the look).
         if self.status >= 400 {
-            if let Some(quota) = body.and_then(Extensions::get::<QuotaExhausted>) {
-                answer = answer.quota(quota.code());
+            if let Some(quota) = found.and_then(BodySignals::quota) {
+                answer = answer.quota(quota);
             } else if let Some(code) = self.quota {
                 answer = answer.quota(code);
             }
-            if let Some(limit) = body.and_then(Extensions::get::<RateLimited>) {
-                answer = answer.rate_limited(limit.kind());
+            if let Some(kind) = found.and_then(BodySignals::rate_limited) {
+                answer = answer.rate_limited(kind);
             }
         }
         answer
@@ -238,7 +247,7 @@ impl Signal {
 ///
 /// Only the head is read. A `grpc-status` in trailers that follow the
 /// initial metadata with no message is brought into the head by
-/// [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer), placed below the retry
+/// [`PeekLayer::grpc`](crate::peek::PeekLayer::grpc), placed below the retry
 /// layer (the trail then says `, in trailers after initial metadata`); a
 /// `grpc-status` in trailers after messages arrives after the response has
 /// been handed to the caller and is never retried (that layer corrects the
@@ -267,7 +276,7 @@ pub trait RetrySignal {
     /// What the response with this status, headers and extensions tells
     /// the budget. The extensions carry what a layer below the retry layer
     /// learned about the response (e.g. that
-    /// [`GrpcTrailersLayer`](crate::grpc::GrpcTrailersLayer) brought a
+    /// [`PeekLayer::grpc`](crate::peek::PeekLayer::grpc) brought a
     /// `grpc-status` from the trailers into the head).
     fn read(&self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) -> Signal;
 }
@@ -323,11 +332,6 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
         && matches!(value.get(prefix.len()), None | Some(b'+' | b';'))
 }
 
-/// A response extension: the head's `grpc-status` was copied from trailers
-/// that followed the initial metadata with no message.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StatusFromTrailers;
-
 impl RetrySignal for GrpcSignal {
     fn read(&self, status: StatusCode, headers: &HeaderMap, extensions: &Extensions) -> Signal {
         if status != StatusCode::OK {
@@ -373,7 +377,10 @@ impl RetrySignal for GrpcSignal {
         // from trailers that followed the initial metadata with no message;
         // without it, a `grpc-status` in the head is a Trailers-Only
         // response's. An extension, so that no server can claim it.
-        if extensions.get::<StatusFromTrailers>().is_some() {
+        if extensions
+            .get::<BodySignals>()
+            .is_some_and(BodySignals::status_from_trailers)
+        {
             from.push_str(", in trailers after initial metadata");
         }
         signal.translated_from(from)
@@ -448,7 +455,7 @@ pub const ANTHROPIC_RESETS: [&str; 4] = [
 
 /// What a provider sends besides `Retry-After`, described as data that
 /// [`ResetSignal::with_provider`] interprets: a new provider is one more
-/// such table (its signals in a body are read by `QuotaLayer`, feature
+/// such table (its signals in a body are read by `PeekLayer`, feature
 /// `quota`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Provider {
@@ -472,13 +479,13 @@ pub struct Provider {
     /// used up (Bedrock's `x-amzn-ErrorType: ServiceQuotaExceededException`;
     /// [`ResetSignal::quota_header`]).
     pub quota_header: Option<(&'static str, &'static [&'static str])>,
-    /// What its JSON error body says, read by `QuotaLayer::for_provider`
+    /// What its JSON error body says, read by `PeekLayer::for_provider`
     /// (feature `quota`) below the retry layer.
     pub body: ProviderBody,
 }
 
 /// What a provider's JSON error body says, as data (read by
-/// `QuotaLayer::for_provider`, feature `quota`).
+/// `PeekLayer::for_provider`, feature `quota`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProviderBody {
     /// The statuses whose body is read.
@@ -498,6 +505,12 @@ pub struct ProviderBody {
     /// quota used up, for an API that sends no code (Cohere's trial key:
     /// `API calls / month`).
     pub quota_messages: &'static [&'static str],
+    /// Text in the body's `message` naming the limit hit, and that limit's
+    /// reset header (OpenAI's and Groq's `on tokens per`:
+    /// `x-ratelimit-reset-tokens`): that reset counts whatever the
+    /// limit's `remaining` says; the others keep the spent-limit rule
+    /// ([`ResetHeaders::limit_named`]).
+    pub limit_names: &'static [(&'static str, &'static str)],
 }
 
 impl ProviderBody {
@@ -509,6 +522,7 @@ impl ProviderBody {
         retry_info: false,
         rate_limited: &[],
         quota_messages: &[],
+        limit_names: &[],
     };
 
     /// Whether anything is read from the body.
@@ -518,6 +532,7 @@ impl ProviderBody {
             || self.retry_info
             || !self.rate_limited.is_empty()
             || !self.quota_messages.is_empty()
+            || !self.limit_names.is_empty()
     }
 }
 
@@ -525,6 +540,14 @@ impl ProviderBody {
 const OPENAI_REMAINING: &[(&str, &str)] = &[
     (OPENAI_RESET_REQUESTS, "x-ratelimit-remaining-requests"),
     (OPENAI_RESET_TOKENS, "x-ratelimit-remaining-tokens"),
+];
+
+/// The limits OpenAI's (and Groq's) rate-limit message names (`Rate limit
+/// reached for MODEL in organization ORG on tokens per min (TPM)`, `on
+/// requests per day (RPD)`), each with its reset header.
+const OPENAI_LIMIT_NAMES: &[(&str, &str)] = &[
+    ("on tokens per", OPENAI_RESET_TOKENS),
+    ("on requests per", OPENAI_RESET_REQUESTS),
 ];
 
 /// OpenAI's API: see [`ResetSignal::openai`].
@@ -541,6 +564,7 @@ pub const OPENAI: Provider = Provider {
     quota_header: None,
     body: ProviderBody {
         quota_codes: &["insufficient_quota"],
+        limit_names: OPENAI_LIMIT_NAMES,
         ..ProviderBody::NONE
     },
 };
@@ -744,7 +768,7 @@ impl ResetSignal {
     /// A reset header counts when no valid delay is given, or when it asks
     /// longer (the rule of [`ResetHeaders`]). OpenAI's other signal, a
     /// `429` whose JSON body says `insufficient_quota`, is in the body:
-    /// `QuotaLayer::openai` (feature `quota`) reads it.
+    /// `PeekLayer::openai` (feature `quota`) reads it.
     ///
     /// ```
     /// use http::{Extensions, HeaderMap, StatusCode};
@@ -808,13 +832,13 @@ impl ResetSignal {
 
     /// What the Gemini API sends in its headers (nothing besides
     /// `Retry-After`): see [`GEMINI`]; its body is read by
-    /// `QuotaLayer::gemini`.
+    /// `PeekLayer::gemini`.
     pub fn gemini() -> Self {
         Self::new().with_provider(&GEMINI)
     }
 
     /// What OpenRouter sends in its headers (`Retry-After`): see
-    /// [`OPENROUTER`]; its body is read by `QuotaLayer::openrouter`.
+    /// [`OPENROUTER`]; its body is read by `PeekLayer::openrouter`.
     pub fn openrouter() -> Self {
         Self::new().with_provider(&OPENROUTER)
     }

@@ -1,7 +1,7 @@
 //! What OpenAI's and Anthropic's APIs send, through the layer under tokio's
 //! paused clock with exact instants: `retry-after-ms`, `x-should-retry`,
 //! their reset headers (Go durations, RFC 3339), the presets, and a quota
-//! used up in a 429's JSON body ([`QuotaLayer`]), whose body the caller
+//! used up in a 429's JSON body ([`PeekLayer`]), whose body the caller
 //! still receives byte for byte.
 
 use std::convert::Infallible;
@@ -17,7 +17,7 @@ use retry_budget::{Category, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::calendar::FnCalendar;
-use tower_retry_budget::quota::{QuotaExhausted, QuotaLayer};
+use tower_retry_budget::peek::{BodySignals, PeekLayer};
 use tower_retry_budget::response_signal::{HttpSignal, ResetSignal, RetrySignal};
 use tower_retry_budget::RetryBudgetLayer;
 
@@ -251,7 +251,7 @@ async fn a_quota_429_is_not_retried_and_its_body_arrives_whole() {
     let (inner, calls) = upstream(QUOTA, "application/json; charset=utf-8");
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).attempt_deadlines())
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let started = Instant::now();
     let response = client.oneshot(Request::new(())).await.unwrap();
@@ -277,7 +277,7 @@ async fn a_rate_limit_429_with_a_json_body_is_retried_as_usual() {
     let (inner, calls) = upstream(RATE, "application/json");
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let started = Instant::now();
     let response = client.oneshot(Request::new(())).await.unwrap();
@@ -290,7 +290,7 @@ async fn a_quota_body_that_is_not_json_typed_is_not_read() {
     let (inner, calls) = upstream(QUOTA, "text/plain");
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let response = client.oneshot(Request::new(())).await.unwrap();
     assert_eq!(response.status(), 200);
@@ -303,7 +303,7 @@ async fn non_json_and_too_large_bodies_pass_untouched() {
     let (inner, calls) = upstream("insufficient_quota", "application/json");
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let response = client.oneshot(Request::new(())).await.unwrap();
     assert_eq!(response.status(), 200);
@@ -316,7 +316,7 @@ async fn non_json_and_too_large_bodies_pass_untouched() {
         .layer(RetryBudgetLayer::new(
             Policy::builder().max_attempts(1).build().unwrap(),
         ))
-        .layer(QuotaLayer::openai().max_body(64))
+        .layer(PeekLayer::openai().max_body(64))
         .service(inner);
     let response = client.oneshot(Request::new(())).await.unwrap();
     let report = response.extensions().get::<Report>().unwrap().clone();
@@ -392,7 +392,7 @@ async fn a_body_within_the_read_timeout_is_read() {
     let (inner, calls) = slow_upstream(MS(900));
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).attempt_deadlines())
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let started = Instant::now();
     let response = client.oneshot(Request::new(())).await.unwrap();
@@ -409,7 +409,7 @@ async fn a_slow_body_is_passed_on_at_the_read_timeout_and_the_429_retried() {
     let (inner, calls) = slow_upstream(S(3));
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).attempt_deadlines())
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let started = Instant::now();
     let response = client.oneshot(Request::new(())).await.unwrap();
@@ -434,7 +434,7 @@ async fn the_read_stops_at_the_attempts_deadline_and_the_response_is_kept() {
         .unwrap();
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(policy).attempt_deadlines())
-        .layer(QuotaLayer::openai().read_timeout(S(10)))
+        .layer(PeekLayer::openai().read_timeout(S(10)))
         .service(inner);
     let started = Instant::now();
     let response = client.oneshot(Request::new(())).await.unwrap();
@@ -453,7 +453,7 @@ async fn a_write_not_budgeted_is_not_read() {
     let (inner, calls) = upstream(QUOTA, "application/json");
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()))
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let request = Request::post("http://api/v1/chat/completions")
         .body(())
@@ -461,7 +461,7 @@ async fn a_write_not_budgeted_is_not_read() {
     let response = client.oneshot(request).await.unwrap();
     assert_eq!(response.status(), 429);
     assert!(response.extensions().get::<Report>().is_none());
-    assert!(response.extensions().get::<QuotaExhausted>().is_none());
+    assert!(response.extensions().get::<BodySignals>().is_none());
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
@@ -483,7 +483,7 @@ async fn trailers_and_frames_are_given_back_as_received() {
     let policy = Policy::builder().max_attempts(1).build().unwrap();
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(policy))
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let response = client.oneshot(Request::new(())).await.unwrap();
     let collected = response.into_body().collect().await.unwrap();
@@ -508,11 +508,71 @@ async fn a_body_of_endless_empty_frames_is_not_waited_for() {
     let policy = Policy::builder().max_attempts(1).build().unwrap();
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(policy))
-        .layer(QuotaLayer::openai())
+        .layer(PeekLayer::openai())
         .service(inner);
     let started = Instant::now();
     let response = client.oneshot(Request::new(())).await.unwrap();
     assert_eq!(started.elapsed(), S(0));
     let report = response.extensions().get::<Report>().unwrap();
     assert_eq!(report.outcome, Outcome::AttemptsExhausted);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quota_429_holds_the_next_first_attempts_to_its_service_for_the_quota_hold() {
+    use tower_retry_budget::hold_off::HoldOff;
+    use tower_retry_budget::{Error, ErrorKind};
+
+    let (inner, calls) = upstream(QUOTA, "application/json");
+    let hold_off = HoldOff::new(8).unwrap();
+    let client = ServiceBuilder::new()
+        .layer(
+            RetryBudgetLayer::new(Policy::default())
+                .attempt_deadlines()
+                .hold_off(hold_off.clone()),
+        )
+        .layer(PeekLayer::openai())
+        .service(inner);
+    let request = || Request::get("http://api.test/v1/models").body(()).unwrap();
+    let response = client.clone().oneshot(request()).await.unwrap();
+    let report = response.extensions().get::<Report>().unwrap().clone();
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // A client's immediate repeat (an SDK retrying every 429): not sent,
+    // held_off, category quota, no wait told (waiting would not help).
+    tokio::time::advance(S(2)).await;
+    let started = Instant::now();
+    let error: Error<Infallible> = client.clone().oneshot(request()).await.unwrap_err();
+    assert_eq!(started.elapsed(), S(0));
+    assert!(matches!(error.kind(), ErrorKind::NotSent));
+    let report = error.report().unwrap();
+    assert_eq!(
+        (report.outcome, report.attempts_started),
+        (Outcome::HeldOff, 0)
+    );
+    assert_eq!(report.category(), Some(Category::Quota));
+    assert_eq!(report.held_off_left(), None);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // Another service is not held; this one again once the hold is over
+    // (10 s after the quota answer).
+    let other = Request::get("http://other.test/v1/models")
+        .body(())
+        .unwrap();
+    let _ = client.clone().oneshot(other).await.unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    tokio::time::advance(MS(7_999)).await;
+    assert!(client.clone().oneshot(request()).await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    tokio::time::advance(MS(1)).await;
+    let response = client.clone().oneshot(request()).await.unwrap();
+    assert_eq!(
+        response
+            .extensions()
+            .get::<Report>()
+            .unwrap()
+            .attempts_started,
+        1
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
 }

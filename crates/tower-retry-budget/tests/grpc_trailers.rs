@@ -1,4 +1,4 @@
-//! `GrpcTrailersLayer`: a gRPC status that comes in trailers.
+//! `PeekLayer::grpc`: a gRPC status that comes in trailers.
 //!
 //! Two halves:
 //!
@@ -38,8 +38,8 @@ use retry_budget::{
 use tokio::time::{Instant, Sleep};
 use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    grpc::GrpcTrailersLayer,
     observer::{ActionId, Event, Observer},
+    peek::PeekLayer,
     response_signal::GrpcSignal,
     Idempotent, ReportSlot, RetryBudgetLayer,
 };
@@ -224,7 +224,7 @@ async fn trailers_after_initial_metadata_are_retried_after_the_pushback() {
     });
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let origin = Instant::now();
     let slot = ReportSlot::new();
@@ -281,7 +281,7 @@ async fn with_max_attempts_1_the_report_stops_on_resource_exhausted_and_the_body
     let policy = Policy::builder().max_attempts(1).build().unwrap();
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(policy).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let origin = Instant::now();
     let slot = ReportSlot::new();
@@ -329,7 +329,7 @@ async fn a_negative_pushback_in_trailers_forbids_the_retry() {
     });
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let slot = ReportSlot::new();
     let origin = Instant::now();
@@ -356,7 +356,7 @@ async fn a_first_frame_that_does_not_come_in_time_ends_the_attempt_at_its_deadli
     });
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let slot = ReportSlot::new();
     let origin = Instant::now();
@@ -385,7 +385,7 @@ async fn a_first_frame_inside_the_deadline_is_read_and_retried() {
     });
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let slot = ReportSlot::new();
     let origin = Instant::now();
@@ -410,7 +410,7 @@ async fn data_then_error_trailers_pass_on_and_the_slot_report_is_corrected() {
     });
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let slot = ReportSlot::new();
     let origin = Instant::now();
@@ -465,7 +465,7 @@ async fn data_then_ok_trailers_leave_the_success() {
     let server = Server::new(|_| ok_answer());
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let slot = ReportSlot::new();
     let response = client.oneshot(budgeted_post(&slot)).await.unwrap();
@@ -518,7 +518,7 @@ async fn data_then_error_trailers_are_told_to_the_observer_with_or_without_a_slo
             .observer(recorder.clone());
         let client = ServiceBuilder::new()
             .layer(layer)
-            .layer(GrpcTrailersLayer::new())
+            .layer(PeekLayer::grpc())
             .service(server.service());
         let slot = ReportSlot::new();
         let mut request = budgeted_post(&slot);
@@ -573,7 +573,7 @@ async fn data_then_ok_trailers_tell_the_observer_nothing_more() {
         .observer(recorder.clone());
     let client = ServiceBuilder::new()
         .layer(layer)
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let mut request = budgeted_post(&ReportSlot::new());
     request.extensions_mut().remove::<ReportSlot>();
@@ -591,9 +591,9 @@ async fn data_then_ok_trailers_tell_the_observer_nothing_more() {
 async fn ready_at_once<S>(
     client: S,
     request: Request<()>,
-) -> Response<tower_retry_budget::grpc::PeekBody<Script>>
+) -> Response<tower_retry_budget::peek::PeekBody<Script>>
 where
-    S: Service<Request<()>, Response = Response<tower_retry_budget::grpc::PeekBody<Script>>>,
+    S: Service<Request<()>, Response = Response<tower_retry_budget::peek::PeekBody<Script>>>,
     S::Error: std::fmt::Debug,
 {
     let mut call = tokio_test::task::spawn(client.oneshot(request));
@@ -648,7 +648,7 @@ async fn http_responses_trailers_only_heads_and_unbudgeted_calls_are_not_peeked(
         });
         let client = ServiceBuilder::new()
             .layer(RetryBudgetLayer::new(policy).signal(GrpcSignal))
-            .layer(GrpcTrailersLayer::new())
+            .layer(PeekLayer::grpc())
             .service(server);
         let response = ready_at_once(client, budgeted_post(&ReportSlot::new())).await;
         assert_eq!(response.headers(), &expected_head, "{what}: head untouched");
@@ -659,7 +659,7 @@ async fn http_responses_trailers_only_heads_and_unbudgeted_calls_are_not_peeked(
     let server = Server::new(move |_| trailers_after_headers(S(10), &[("grpc-status", "8")]));
     let client = ServiceBuilder::new()
         .layer(RetryBudgetLayer::new(Policy::default()).signal(GrpcSignal))
-        .layer(GrpcTrailersLayer::new())
+        .layer(PeekLayer::grpc())
         .service(server.service());
     let slot = ReportSlot::new();
     let mut request = budgeted_post(&slot);
@@ -833,14 +833,14 @@ mod loopback {
     ) -> tonic::client::Grpc<
         impl tonic::client::GrpcService<
                 TonicBody,
-                ResponseBody = tower_retry_budget::grpc::PeekBody<TonicBody>,
+                ResponseBody = tower_retry_budget::peek::PeekBody<TonicBody>,
             > + Clone,
     > {
         tonic::client::Grpc::new(
             ServiceBuilder::new()
                 .layer(ReplayBodyLayer::new())
                 .layer(RetryBudgetLayer::new(policy).signal(GrpcSignal))
-                .layer(GrpcTrailersLayer::new())
+                .layer(PeekLayer::grpc())
                 .map_request(to_tonic_body as fn(_) -> _)
                 .service(channel),
         )

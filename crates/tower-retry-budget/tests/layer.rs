@@ -23,7 +23,7 @@ use tower::{service_fn, Service, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
     calendar::{DateReference, FnCalendar, UntrustedCalendar},
     tower_policy::BudgetPolicy,
-    ErrorKind, Idempotent, RetryBudgetLayer, RetryBudgetServiceBuilderExt,
+    BudgetThis, ErrorKind, Idempotent, RetryBudgetLayer, RetryBudgetServiceBuilderExt,
 };
 
 fn get() -> Request<()> {
@@ -160,6 +160,37 @@ async fn post_getting_429_is_returned_at_once_never_copied() {
     );
     assert_eq!(inner.call_count(), 1);
     assert_eq!(clones.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budgeted_post_is_sent_once_and_ends_not_retryable_with_its_reason() {
+    let inner = Scripted::new(vec![Step::new(1.0, 429, Some("1"))]);
+    let clones = Arc::new(AtomicUsize::new(0));
+    let client = ServiceBuilder::new()
+        .retry_budget(Policy::default())
+        .service(inner.clone());
+    let started = Instant::now();
+    let mut request = counting(Method::POST, &clones);
+    request.extensions_mut().insert(BudgetThis);
+    let response = client.oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(started.elapsed(), secs(1), "returned at once, no wait");
+    assert_eq!(inner.call_count(), 1);
+    assert_eq!(clones.load(Ordering::SeqCst), 0, "never copied");
+    let report = report_of(&response);
+    assert_eq!(report.outcome, Outcome::NotRetryable);
+    assert_eq!(report.max_attempts, 3, "retries were on");
+    assert!(report
+        .events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::NotRepeatable { attempt: 1 })));
+    assert!(
+        report
+            .message()
+            .contains("its method is not safe to repeat"),
+        "{}",
+        report.message()
+    );
 }
 
 #[tokio::test(start_paused = true)]

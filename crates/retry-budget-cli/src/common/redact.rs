@@ -141,9 +141,18 @@ pub struct LoggedUri<'a>(&'a Uri);
 
 impl fmt::Display for LoggedUri<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_to(f)
+    }
+}
+
+impl LoggedUri<'_> {
+    /// Writes it to `f` piece by piece (into a `String`, with no
+    /// formatting machinery: a log line is written per request).
+    pub fn write_to(&self, f: &mut impl fmt::Write) -> fmt::Result {
         let uri = self.0;
         if let Some(scheme) = uri.scheme_str() {
-            write!(f, "{scheme}://")?;
+            f.write_str(scheme)?;
+            f.write_str("://")?;
         }
         if let Some(authority) = uri.authority() {
             let text = authority.as_str();
@@ -160,13 +169,16 @@ impl fmt::Display for LoggedUri<'_> {
                 let end = rest.find(['&', ';']).unwrap_or(rest.len());
                 let pair = &rest[..end];
                 match pair.split_once('=') {
-                    Some((name, _)) if is_secret_param(name) => write!(f, "{name}=REDACTED")?,
+                    Some((name, _)) if is_secret_param(name) => {
+                        f.write_str(name)?;
+                        f.write_str("=REDACTED")?;
+                    }
                     _ => f.write_str(pair)?,
                 }
                 let Some(separator) = rest[end..].chars().next() else {
                     break;
                 };
-                write!(f, "{separator}")?;
+                f.write_char(separator)?;
                 rest = &rest[end + 1..];
             }
         }

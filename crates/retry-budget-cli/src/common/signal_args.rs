@@ -14,7 +14,7 @@ use std::time::Duration;
 use http::HeaderName;
 use retry_budget::{reset::ResetFormat, Policy};
 use tower_retry_budget::{
-    quota::QuotaLayer,
+    peek::PeekLayer,
     response_signal::{HttpSignal, Provider, ResetSignal},
     RetryBudgetLayer,
 };
@@ -199,15 +199,16 @@ impl SignalArgs {
     /// insufficient_quota, Gemini's RetryInfo and QuotaFailure,
     /// OpenRouter's retryable 402), nothing otherwise (then it passes
     /// every response on untouched).
-    pub fn quota(&self) -> QuotaLayer {
+    pub fn quota(&self) -> PeekLayer {
         match self.provider() {
-            Some(provider) => QuotaLayer::for_provider(provider),
-            None => QuotaLayer::new(std::iter::empty::<&str>()),
+            Some(provider) => PeekLayer::for_provider(provider),
+            None => PeekLayer::new(),
         }
     }
 }
 
-fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
+/// One `--reset-header NAME=FORMAT` (also a config file's `reset_headers`).
+pub fn parse_reset_header(text: &str) -> Result<ResetHeaderArg, String> {
     let (name, format) = text.split_once('=').ok_or_else(|| {
         format!("expected NAME=seconds, NAME=unix, NAME=duration or NAME=rfc3339, not {text:?}")
     })?;

@@ -22,7 +22,8 @@ use tower::{ServiceBuilder, ServiceExt};
 use tower_http::decompression::DecompressionLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_retry_budget::{
-    calendar::UntrustedCalendar, classify, Error, ErrorKind, Idempotent, RetryBudgetLayer,
+    calendar::UntrustedCalendar, classify, BudgetThis, Error, ErrorKind, Idempotent,
+    RetryBudgetLayer,
 };
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -128,21 +129,36 @@ async fn prepare(
 }
 
 /// The policy `request` is sent under: `policy`, or one attempt of it for
-/// a write.
+/// a write that nothing marks as safe to repeat.
 fn policy_for(request: &mut Request<Full<Bytes>>, policy: Policy) -> Policy {
+    if !tower_retry_budget::may_retry(request) && has_idempotency_key(request) {
+        // A write that carries an `Idempotency-Key` (sent unchanged with
+        // every copy): the caller says repeating it is the same operation,
+        // as the proxy reads it.
+        request.extensions_mut().insert(Idempotent);
+    }
     if !tower_retry_budget::may_retry(request) {
         // A write is never retried. Rather than let it pass through the
-        // layer with no deadline, no cancellation and no report, it is sent
-        // under a one-attempt policy (the core's own advice for "no
-        // retries"): the layer then times it, cancels it and reports it, and
-        // with a single attempt no copy of it is ever made or sent. The
-        // `Idempotent` mark only admits it to that one-attempt budget.
+        // layer with no deadline, no cancellation and no report, it is
+        // budgeted under a one-attempt policy: the layer times it, cancels
+        // it and reports it, keeps no copy of it, and has the core end it
+        // `not_retryable` (not repeatable) where a 429 would be retried.
         if let Ok(once) = policy.to_builder().max_attempts(1).build() {
-            request.extensions_mut().insert(Idempotent);
+            request.extensions_mut().insert(BudgetThis);
             return once;
         }
     }
     policy
+}
+
+/// Whether `request` has an `Idempotency-Key` with a value (an empty one is
+/// no key).
+fn has_idempotency_key<B>(request: &Request<B>) -> bool {
+    request
+        .headers()
+        .get_all("idempotency-key")
+        .iter()
+        .any(|v| v.as_bytes().iter().any(|b| !b.is_ascii_whitespace()))
 }
 
 /// The first lines: what is sent, under which budget.
@@ -159,7 +175,8 @@ fn announce(console: &Console, target: &Target, policy: &Policy, asked: &Policy)
     ));
     if policy.max_attempts() < asked.max_attempts() {
         console.line(&format!(
-            "{INDENT} {} is not a safe method: it is sent once and never retried",
+            "{INDENT} {} is not a safe method: it is sent once and never retried \
+             (an Idempotency-Key header marks it safe to repeat)",
             target.method
         ));
     }

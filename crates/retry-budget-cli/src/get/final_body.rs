@@ -146,6 +146,10 @@ impl StdError for ReadError {
     }
 }
 
+/// How long the bytes read before the body was cut short may take to reach
+/// the output.
+const FLUSH_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Copies `body` to `out` until it ends, `deadline` passes (`None`:
 /// never), `cancel` fires, or `out` fails.
 pub async fn copy<B, W>(
@@ -181,13 +185,17 @@ where
             None => (BodyEnd::WriteFailed, Some(e.to_string())),
         },
     };
-    // The bytes already handed over reach the output, still inside the
-    // deadline (tokio's copy flushed them already if the body ended).
+    // The bytes already handed over (and counted) reach the output (tokio's
+    // copy flushed them already if the body ended). The deadline bounds
+    // reading the body, not writing what was read: the flush gets a short
+    // grace of its own from now, so that an output that never drains (a
+    // pipe nobody reads) cannot hold the command, and a file written
+    // through tokio's blocking pool is not cut one write short.
     if matches!(
         end,
         BodyEnd::Truncated | BodyEnd::TimedOut | BodyEnd::Cancelled
     ) {
-        let _ = within(deadline, out.flush()).await;
+        let _ = tokio::time::timeout(FLUSH_GRACE, out.flush()).await;
     }
     BodyRead { end, bytes, error }
 }

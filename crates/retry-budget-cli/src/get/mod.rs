@@ -8,7 +8,7 @@
 //!   → classify::trace_layer()     (tower-http's TraceLayer, shown with --verbose)
 //!   → DecompressionLayer          (gzip)
 //!   → RetryBudgetLayer            (the budget)
-//!   → QuotaLayer                  (--preset openai: a 429's JSON body read
+//!   → PeekLayer                   (--preset openai: a 429's JSON body read
 //!                                  for insufficient_quota; otherwise untouched)
 //!   → hyper_util::client::legacy::Client (HTTP, or HTTPS through rustls)
 //! ```

@@ -1,7 +1,9 @@
 //! The admin address: `/metrics` (Prometheus text), `/ready` (503 once a
-//! shutdown has begun, so that a load balancer stops sending; while a store
-//! shared with other proxies is unreachable, still 200, saying so: the
-//! proxy goes on alone), `/live` (200 while the process runs). HTTP/1.1 only, GET and HEAD only.
+//! shutdown has begun, so that a load balancer stops sending; 200 with the
+//! routes whose upstream is failing listed, while serving, and, while a
+//! store shared with other proxies is unreachable, still 200, saying so:
+//! the proxy goes on alone), `/live` (200 while the process runs).
+//! HTTP/1.1 only, GET and HEAD only.
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -84,17 +86,7 @@ impl Admin {
                 );
                 response
             }
-            "/ready" if self.ready.load(Ordering::SeqCst) => {
-                if self.metrics.shared_store_down() {
-                    // Fail open: the proxy works, without the fleet.
-                    text(
-                        StatusCode::OK,
-                        "ready; shared store unreachable: holding off and pacing alone\n",
-                    )
-                } else {
-                    text(StatusCode::OK, "ready\n")
-                }
-            }
+            "/ready" if self.ready.load(Ordering::SeqCst) => self.ready_text(),
             "/ready" => text(StatusCode::SERVICE_UNAVAILABLE, "draining\n"),
             "/live" => text(StatusCode::OK, "live\n"),
             _ => text(
@@ -102,6 +94,29 @@ impl Admin {
                 "not found: /metrics, /ready or /live\n",
             ),
         }
+    }
+}
+
+impl Admin {
+    /// 200 `ready`, listing the routes whose upstream is failing (the
+    /// proxy still serves the others, so it stays ready).
+    fn ready_text(&self) -> Response<Full<Bytes>> {
+        let failing = self.metrics.route_families().failing();
+        // Fail open: without the fleet's store, the proxy works alone.
+        let store_down = self.metrics.shared_store_down();
+        if failing.is_empty() && !store_down {
+            return text(StatusCode::OK, "ready\n");
+        }
+        let mut body = String::from("ready\n");
+        if store_down {
+            body.push_str("shared store unreachable: holding off and pacing alone\n");
+        }
+        if !failing.is_empty() {
+            body.push_str(&format!("failing routes: {}\n", failing.join(", ")));
+        }
+        let mut response = text(StatusCode::OK, "");
+        *response.body_mut() = Full::new(Bytes::from(body));
+        response
     }
 }
 

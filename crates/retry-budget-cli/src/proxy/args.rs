@@ -6,31 +6,37 @@
 
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use http::HeaderName;
-use retry_budget::pace::{LimitKind, PacerConfig, QuotaReader};
-use retry_budget::reset::ResetFormat;
-use retry_budget::{ratio::Ratio, Policy};
-use tower_retry_budget::hold_off::RedisStore;
-use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
-use tower_retry_budget::pace::Pacing;
-use tower_retry_budget::quota::QuotaLayer;
-use tower_retry_budget::{budget::ClientBudget, response_signal::ResetSignal};
-
+use super::route::{
+    parse_idempotent_path, parse_pace_header, Match, PaceHeader, RouteConfig, RouteSpec,
+};
 use super::upstream::Upstream;
 use crate::common::budget_args::BudgetArgs;
 use crate::common::duration_arg;
-use tower_retry_budget::response_signal::Provider;
 
 /// The arguments of `retry-budget proxy`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Where every request goes: `http://host:port` or `https://host:port`,
     /// optionally with a path prefix (`http://api:8080/v1`).
-    #[arg(long, value_name = "URL", value_parser = Upstream::parse)]
-    upstream: Upstream,
+    /// Required unless `--config` gives the routes.
+    #[arg(
+        long,
+        value_name = "URL",
+        value_parser = Upstream::parse,
+        required_unless_present_any = ["config", "check_config"]
+    )]
+    upstream: Option<Upstream>,
+    /// Serve the listeners, limits and routes of this TOML file instead of
+    /// the flags (which it conflicts with); SIGHUP reads it again.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ROUTE_FLAGS)]
+    config: Option<PathBuf>,
+    /// Check this config file, print the routes it would serve, and exit:
+    /// 0 if it is valid, 2 if not.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ROUTE_FLAGS, conflicts_with = "config")]
+    check_config: Option<PathBuf>,
     /// The address to serve HTTP/1.1 and h2c on. Loopback unless you ask for
     /// another address.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:15001")]
@@ -93,7 +99,7 @@ pub struct Args {
     /// makes a write retryable.
     #[arg(long = "idempotent-path", value_name = "PATH", value_parser = parse_idempotent_path)]
     idempotent_paths: Vec<String>,
-    /// On SIGTERM, SIGINT or SIGHUP, how long actions in flight may still take
+    /// On SIGTERM or SIGINT, how long actions in flight may still take
     /// before they are cancelled. Default: the budget.
     #[arg(long, value_name = "DURATION", value_parser = duration_arg::parse)]
     drain: Option<Duration>,
@@ -160,46 +166,20 @@ pub enum LogFormat {
 /// The checked configuration.
 #[derive(Debug, Clone)]
 pub struct ProxyConfig {
-    /// The upstream.
-    pub upstream: Upstream,
+    /// The routes, in the order given (the flags make one).
+    pub routes: Vec<RouteConfig>,
+    /// The config file they were read from, read again on SIGHUP.
+    pub file: Option<PathBuf>,
     /// The proxy's address.
     pub listen: SocketAddr,
     /// The admin address.
     pub admin: SocketAddr,
-    /// The policy of an action the caller puts no deadline on.
-    pub policy: Policy,
-    /// Whether the calendar clock is trusted.
-    pub trusted_clock: bool,
-    /// The reset headers to read besides Retry-After, if any was asked for.
-    pub reset: Option<ResetSignal>,
-    /// What reads a retried status's JSON body for a quota used up
-    /// (`--preset openai`; without it, no code: nothing is read).
-    pub quota: QuotaLayer,
-    /// The API preset in force, if any (`--preset`, `auto` resolved).
-    pub preset: Option<&'static Provider>,
-    /// The gate.
+    /// The gate, over all routes.
     pub concurrency: Option<NonZeroUsize>,
-    /// The client-wide retry budget, if on.
-    pub client_budget: Option<ClientBudget>,
-    /// Whether the shared hold-off is on.
-    pub hold_off: bool,
-    /// Where the hold-off is shared with other proxies, if anywhere.
-    pub hold_off_redis: Option<RedisStore>,
-    /// How first attempts are paced by the quota the upstream announces,
-    /// unless `--no-pace`.
-    pub pacing: Option<Pacing>,
-    /// Whether retries of a proxy below (or of an SDK) are budgeted too.
-    pub retry_retries: bool,
-    /// The writes declared safe to repeat (`--idempotent-path`).
-    pub idempotent_paths: IdempotentPathsLayer,
     /// How long in-flight actions may take after a shutdown signal.
     pub drain: Duration,
     /// The log line format.
     pub log_format: LogFormat,
-    /// CA certificates for an https:// upstream.
-    pub cacert: Option<PathBuf>,
-    /// The hold-off's longest hold.
-    pub max_hold: Duration,
     /// What bounds every client connection, on both ports.
     pub connections: ConnectionLimits,
     /// The most connections on the proxy port.
@@ -212,6 +192,75 @@ pub struct ProxyConfig {
     pub workers: NonZeroUsize,
 }
 
+impl ProxyConfig {
+    /// What a reload cannot change (listeners, workers, limits, drain,
+    /// log format): these stay as started.
+    pub fn same_process(&self, other: &Self) -> bool {
+        (
+            self.listen,
+            self.admin,
+            self.concurrency,
+            self.drain,
+            self.log_format,
+            self.connections,
+            self.max_connections,
+            self.admin_max_connections,
+            self.body_idle_timeout,
+            self.workers,
+        ) == (
+            other.listen,
+            other.admin,
+            other.concurrency,
+            other.drain,
+            other.log_format,
+            other.connections,
+            other.max_connections,
+            other.admin_max_connections,
+            other.body_idle_timeout,
+            other.workers,
+        )
+    }
+}
+
+/// The flags a config file replaces (`--config` conflicts with each).
+const ROUTE_FLAGS: [&str; 35] = [
+    "upstream",
+    "listen",
+    "admin",
+    "concurrency",
+    "retry_ratio",
+    "retry_reserve",
+    "no_client_budget",
+    "no_hold_off",
+    "hold_off_redis",
+    "hold_off_namespace",
+    "no_pace",
+    "pace_headers",
+    "retry_retries",
+    "idempotent_paths",
+    "drain",
+    "log_format",
+    "upstream_http2",
+    "max_hold",
+    "header_timeout",
+    "idle_timeout",
+    "max_connections",
+    "admin_max_connections",
+    "body_idle_timeout",
+    "workers",
+    "budget",
+    "max_attempts",
+    "attempt_timeout",
+    "min_wait",
+    "untrusted_clock",
+    "cacert",
+    "preset",
+    "ratelimit_fields",
+    "reset_headers",
+    "reset_max_interval",
+    "spread",
+];
+
 /// The time bounds of a client connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectionLimits {
@@ -222,46 +271,52 @@ pub struct ConnectionLimits {
 }
 
 /// The most `--workers`.
-const MAX_WORKERS: usize = 1024;
-
-/// The window of the client-wide retry budget (tower's `TpsBudget` default).
-const RETRY_WINDOW: Duration = Duration::from_secs(10);
+pub const MAX_WORKERS: usize = 1024;
 
 impl Args {
+    /// The config file to check, if `--check-config` was given.
+    pub fn check_config(&self) -> Option<&Path> {
+        self.check_config.as_deref()
+    }
+
+    /// The config file to serve, if `--config` was given (then the flags
+    /// give nothing else).
+    pub fn config_file(&self) -> Option<&Path> {
+        self.config.as_deref()
+    }
+
     /// Checks the flags; the error is one line that names the flag.
-    pub fn config(mut self) -> Result<ProxyConfig, String> {
-        let policy = self.budget.policy()?;
-        // `auto` (the default) chooses the preset from the upstream's host.
-        self.budget.signals =
-            std::mem::take(&mut self.budget.signals).for_host(self.upstream.authority.host(), true);
-        let asked = &self.budget.signals;
-        let reset = asked
-            .reads_any()
-            .then(|| asked.signal(tower_retry_budget::response_signal::HttpSignal));
-        let client_budget = self.client_budget()?;
-        let hold_off_redis = self.hold_off_redis()?;
-        let pacing = self.pacing();
+    pub fn config(self) -> Result<ProxyConfig, String> {
         self.check()?;
+        let route = RouteSpec {
+            name: "default".to_owned(),
+            matcher: Match::Any,
+            upstream: self
+                .upstream
+                .ok_or("--upstream: required (or give --config)")?,
+            http2: self.upstream_http2,
+            retry_on: None,
+            client_budget: (!self.no_client_budget)
+                .then_some((self.retry_ratio, self.retry_reserve)),
+            hold_off: !self.no_hold_off,
+            hold_off_redis: self.hold_off_redis,
+            hold_off_namespace: self.hold_off_namespace,
+            pace: !self.no_pace,
+            pace_headers: self.pace_headers,
+            retry_retries: self.retry_retries,
+            idempotent_paths: self.idempotent_paths,
+            max_hold: self.max_hold,
+            budget: self.budget,
+        }
+        .build()?;
         Ok(ProxyConfig {
-            upstream: self.upstream.http2(self.upstream_http2),
+            drain: self.drain.unwrap_or(route.policy.total_budget()),
+            routes: vec![route],
+            file: None,
             listen: self.listen,
             admin: self.admin,
-            policy,
-            trusted_clock: !self.budget.untrusted_clock,
-            reset,
-            quota: self.budget.signals.quota(),
-            preset: self.budget.signals.provider(),
             concurrency: self.concurrency,
-            client_budget,
-            hold_off: !self.no_hold_off,
-            hold_off_redis,
-            pacing,
-            retry_retries: self.retry_retries,
-            idempotent_paths: IdempotentPathsLayer::new(self.idempotent_paths),
-            drain: self.drain.unwrap_or(self.budget.budget),
             log_format: self.log_format,
-            cacert: self.budget.cacert,
-            max_hold: self.max_hold,
             connections: ConnectionLimits {
                 header_timeout: self.header_timeout,
                 idle_timeout: self.idle_timeout,
@@ -269,60 +324,8 @@ impl Args {
             max_connections: self.max_connections,
             admin_max_connections: self.admin_max_connections,
             body_idle_timeout: self.body_idle_timeout,
-            workers: self.workers.unwrap_or_else(|| {
-                std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
-            }),
+            workers: self.workers.unwrap_or_else(default_workers),
         })
-    }
-
-    /// The client-wide retry budget, unless `--no-client-budget`.
-    fn client_budget(&self) -> Result<Option<ClientBudget>, String> {
-        if self.no_client_budget {
-            return Ok(None);
-        }
-        let ratio = Ratio::percent(self.retry_ratio).map_err(|e| format!("--retry-ratio: {e}"))?;
-        ClientBudget::new(ratio, self.retry_reserve, RETRY_WINDOW)
-            .map(Some)
-            .map_err(|e| format!("--retry-ratio: {e}"))
-    }
-
-    /// The pacing, unless `--no-pace`: every field the core reads, the
-    /// operator's pairs, resets held at most `--max-hold`.
-    fn pacing(&self) -> Option<Pacing> {
-        if self.no_pace {
-            return None;
-        }
-        let reader = self.pace_headers.iter().fold(
-            QuotaReader::new().max_hold(self.max_hold),
-            |reader, pair| {
-                reader.pair(
-                    pair.remaining.as_str(),
-                    pair.remaining.as_str(),
-                    pair.reset.as_str(),
-                    pair.format,
-                    LimitKind::Requests,
-                )
-            },
-        );
-        let config = PacerConfig {
-            max_hold: self.max_hold,
-            ..PacerConfig::default()
-        };
-        Some(Pacing::new().reader(reader).config(config))
-    }
-
-    /// The shared hold-off's store, if `--hold-off-redis`.
-    fn hold_off_redis(&self) -> Result<Option<RedisStore>, String> {
-        let Some(url) = &self.hold_off_redis else {
-            return Ok(None);
-        };
-        let store = RedisStore::new(url).map_err(|e| format!("--hold-off-redis: {e}"))?;
-        Ok(Some(match &self.hold_off_namespace {
-            Some(name) => store
-                .namespace(name)
-                .map_err(|e| format!("--hold-off-namespace: {e}"))?,
-            None => store,
-        }))
     }
 
     /// The checks of the flags that make nothing themselves.
@@ -336,12 +339,6 @@ impl Args {
                 return Err(format!("{flag}: must be more than 0 (a zero bound would close every connection at once)"));
             }
         }
-        // The hold-off checks its own bound; built here without a store
-        // only to check the flag before anything listens.
-        tower_retry_budget::hold_off::HoldOff::builder()
-            .max_hold(self.max_hold)
-            .build()
-            .map_err(|e| format!("--max-hold: {e}"))?;
         if self.workers.is_some_and(|n| n.get() > MAX_WORKERS) {
             return Err(format!(
                 "--workers: at most {MAX_WORKERS} (each is a thread with a socket of its own)"
@@ -357,51 +354,9 @@ impl Args {
     }
 }
 
-/// A `--pace-header`: the remaining and reset headers of one limit, and
-/// how the reset is read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PaceHeader {
-    remaining: HeaderName,
-    reset: HeaderName,
-    format: ResetFormat,
-}
-
-/// `REMAINING,RESET=FORMAT`.
-fn parse_pace_header(text: &str) -> Result<PaceHeader, String> {
-    let expected = || {
-        format!(
-            "expected REMAINING,RESET=FORMAT (e.g. x-remaining,x-reset=unix; FORMAT one of \
-             seconds, unix, duration, rfc3339), not {text:?}"
-        )
-    };
-    let (names, format) = text.split_once('=').ok_or_else(expected)?;
-    let (remaining, reset) = names.split_once(',').ok_or_else(expected)?;
-    let name = |name: &str| {
-        HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| format!("{:?} is not a valid header name", name.trim()))
-    };
-    let format = match format.trim() {
-        "seconds" => ResetFormat::Seconds,
-        "unix" => ResetFormat::Unix,
-        "duration" => ResetFormat::Duration,
-        "rfc3339" => ResetFormat::Rfc3339,
-        _ => return Err(expected()),
-    };
-    Ok(PaceHeader {
-        remaining: name(remaining)?,
-        reset: name(reset)?,
-        format,
-    })
-}
-
-/// An `--idempotent-path`: an absolute path, no query.
-fn parse_idempotent_path(text: &str) -> Result<String, String> {
-    if !text.starts_with('/') || text.contains(['?', '#']) || text.contains(char::is_whitespace) {
-        return Err(format!(
-            "expected an absolute path such as /v1/embeddings (no query), not {text:?}"
-        ));
-    }
-    Ok(text.to_owned())
+/// The default number of workers: the CPUs this process may use.
+pub fn default_workers() -> NonZeroUsize {
+    std::thread::available_parallelism().unwrap_or(NonZeroUsize::MIN)
 }
 
 #[cfg(test)]
@@ -409,6 +364,9 @@ mod tests {
     use super::*;
     use clap::Parser;
     use http::uri::PathAndQuery;
+    use http::HeaderName;
+    use retry_budget::reset::ResetFormat;
+    use retry_budget::Policy;
 
     #[derive(Debug, Parser)]
     struct Cli {
@@ -448,7 +406,7 @@ mod tests {
             "x-left,x-reset=seconds",
         ])
         .unwrap();
-        assert!(with.pacing.is_some());
+        assert!(with.routes[0].pacing.is_some());
         assert!(config(&[
             "--upstream",
             "http://127.0.0.1:9/",
@@ -465,16 +423,19 @@ mod tests {
         assert_eq!(config.listen, "127.0.0.1:15001".parse().unwrap());
         assert_eq!(config.admin, "127.0.0.1:15002".parse().unwrap());
         assert!(config.listen.ip().is_loopback() && config.admin.ip().is_loopback());
-        assert_eq!(config.policy, Policy::default());
+        assert_eq!(config.routes[0].policy, Policy::default());
         assert_eq!(config.drain, Policy::default().total_budget());
-        assert!(config.client_budget.is_some() && config.hold_off);
-        assert!(config.pacing.is_some(), "pacing is on by default");
-        assert!(config.reset.is_none(), "no reset header read unless asked");
-        assert!(!config.retry_retries && config.concurrency.is_none());
+        assert!(config.routes[0].client_budget.is_some() && config.routes[0].hold_off);
+        assert!(config.routes[0].pacing.is_some(), "pacing is on by default");
+        assert!(
+            config.routes[0].reset.is_none(),
+            "no reset header read unless asked"
+        );
+        assert!(!config.routes[0].retry_retries && config.concurrency.is_none());
         assert_eq!(config.log_format, LogFormat::Text);
-        assert_eq!(config.upstream.prefix, "");
+        assert_eq!(config.routes[0].upstream.prefix, "");
         assert_eq!(
-            config.max_hold,
+            config.routes[0].max_hold,
             tower_retry_budget::hold_off::DEFAULT_MAX_HOLD
         );
         assert_eq!(
@@ -531,7 +492,7 @@ mod tests {
         assert_eq!(config.max_connections.get(), 3);
         assert_eq!(config.admin_max_connections.get(), 4);
         assert_eq!(config.body_idle_timeout, Duration::from_secs(5));
-        assert_eq!(config.max_hold, Duration::from_secs(60));
+        assert_eq!(config.routes[0].max_hold, Duration::from_secs(60));
     }
 
     #[test]
@@ -566,22 +527,35 @@ mod tests {
             "250ms",
         ])
         .unwrap();
-        assert!(config.reset.is_some());
-        assert_eq!(config.policy.spread(), Duration::from_millis(250));
+        assert!(config.routes[0].reset.is_some());
+        assert_eq!(config.routes[0].policy.spread(), Duration::from_millis(250));
         assert_eq!(config.listen, "0.0.0.0:8080".parse().unwrap());
-        assert_eq!(config.policy.total_budget(), Duration::from_secs(30));
-        assert_eq!(config.policy.max_attempts(), 5);
-        assert_eq!(config.policy.attempt_cap(), Duration::from_secs(2));
-        assert_eq!(config.policy.min_wait(), Duration::from_millis(500));
+        assert_eq!(
+            config.routes[0].policy.total_budget(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(config.routes[0].policy.max_attempts(), 5);
+        assert_eq!(
+            config.routes[0].policy.attempt_cap(),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            config.routes[0].policy.min_wait(),
+            Duration::from_millis(500)
+        );
         assert_eq!(config.concurrency, NonZeroUsize::new(4));
-        assert!(config.client_budget.is_none() && !config.hold_off && config.retry_retries);
-        assert!(config.pacing.is_none());
+        assert!(
+            config.routes[0].client_budget.is_none()
+                && !config.routes[0].hold_off
+                && config.routes[0].retry_retries
+        );
+        assert!(config.routes[0].pacing.is_none());
         assert_eq!(config.drain, Duration::from_secs(5));
         assert_eq!(config.log_format, LogFormat::Json);
-        assert!(!config.trusted_clock);
-        assert!(config.upstream.is_https());
-        assert_eq!(config.upstream.prefix, "/v1");
-        let uri = config
+        assert!(!config.routes[0].trusted_clock);
+        assert!(config.routes[0].upstream.is_https());
+        assert_eq!(config.routes[0].upstream.prefix, "/v1");
+        let uri = config.routes[0]
             .upstream
             .uri_for(Some(&PathAndQuery::from_static("/items?a=1")))
             .unwrap();
@@ -594,7 +568,7 @@ mod tests {
             ("/%2e%2e/admin", "https://api.example.com:8443/v1/admin"),
             ("/v1/../../admin", "https://api.example.com:8443/v1/admin"),
         ] {
-            let uri = config
+            let uri = config.routes[0]
                 .upstream
                 .uri_for(Some(&PathAndQuery::from_maybe_shared(given).unwrap()))
                 .unwrap();
@@ -605,7 +579,7 @@ mod tests {
     #[test]
     fn without_a_prefix_a_plain_target_is_sent_as_received_and_dots_are_still_removed() {
         let config = config(&["--upstream", "http://up.test:8080"]).unwrap();
-        assert_eq!(config.upstream.prefix, "");
+        assert_eq!(config.routes[0].upstream.prefix, "");
         for (given, sent) in [
             (
                 "/items?a=1&b=/../c",
@@ -616,17 +590,17 @@ mod tests {
             ("/../admin", "http://up.test:8080/admin"),
             ("/a/%2e%2e/b?q", "http://up.test:8080/b?q"),
         ] {
-            let uri = config
+            let uri = config.routes[0]
                 .upstream
                 .uri_for(Some(&PathAndQuery::from_maybe_shared(given).unwrap()))
                 .unwrap();
             assert_eq!(uri, sent, "{given}");
         }
         assert_eq!(
-            config.upstream.uri_for(None).unwrap(),
+            config.routes[0].upstream.uri_for(None).unwrap(),
             "http://up.test:8080/"
         );
-        assert!(config
+        assert!(config.routes[0]
             .upstream
             .uri_for(Some(&PathAndQuery::from_static("/..%2fadmin")))
             .is_err());
@@ -682,15 +656,15 @@ mod tests {
             "tenant-1",
         ])
         .unwrap();
-        assert!(shared.hold_off);
-        let store = shared.hold_off_redis.expect("a store");
+        assert!(shared.routes[0].hold_off);
+        let store = shared.routes[0].hold_off_redis.clone().expect("a store");
         assert_eq!(
             store.to_string(),
             "redis://127.0.0.1:6379 (namespace tenant-1)",
             "never the password"
         );
         let alone = config(&["--upstream", "http://a/"]).unwrap();
-        assert!(alone.hold_off && alone.hold_off_redis.is_none());
+        assert!(alone.routes[0].hold_off && alone.routes[0].hold_off_redis.is_none());
 
         let err = |list: &[&str]| config(list).unwrap_err();
         let base = ["--upstream", "http://a/"];

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{HeaderName, HeaderValue, Request, Response};
+#[cfg(test)]
+use http::HeaderValue;
+use http::{HeaderName, Request, Response};
 use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 use tower_retry_budget::AttemptDeadline;
@@ -98,7 +100,7 @@ where
                 let shown = n.saturating_add(counter.offset);
                 request
                     .headers_mut()
-                    .insert(ATTEMPT, HeaderValue::from(shown));
+                    .insert(ATTEMPT, super::reply::count(shown));
                 n
             }
             None => 1,

@@ -17,8 +17,8 @@ use http::request::Parts;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use retry_budget::{Policy, PolicyError};
 
-use super::args::ProxyConfig;
 use super::attempt::{AttemptCounter, ATTEMPT};
+use super::route::RouteConfig;
 
 /// `Idempotency-Key`: the caller's mark that a write may be repeated.
 const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -60,7 +60,7 @@ pub struct Class {
 impl Class {
     /// The class of a request whose hop-by-hop fields are gone, going to
     /// the upstream path `path`.
-    pub fn of(parts: &Parts, path: &str, config: &ProxyConfig) -> Self {
+    pub fn of(parts: &Parts, path: &str, config: &RouteConfig) -> Self {
         let headers = &parts.headers;
         let sdk_retry = headers
             .get(&SDK_RETRY_COUNT)

@@ -1,14 +1,21 @@
 //! One request through the proxy, as a stack of steps, each of one job:
 //!
 //! 1. refuse what is never forwarded ([`refuse`]: `CONNECT`, `OPTIONS *`);
-//! 2. map the path onto the upstream, prepared once ([`Upstream::uri_for`]);
-//! 3. strip the hop-by-hop fields ([`hop`]), so that what decides below is
+//! 2. select the route ([`Table::select`]: by host or path prefix; a
+//!    request no route takes is refused, nothing sent), from the table in
+//!    force when the request arrived (a reload swaps in another for the
+//!    requests after it);
+//! 3. map the path onto the route's upstream, prepared once
+//!    ([`Upstream::uri_under`]: the route's prefix stripped);
+//! 4. strip the hop-by-hop fields ([`hop`]), so that what decides below is
 //!    what would be sent;
-//! 4. classify the request ([`Class`]) and read the caller's deadline
-//!    ([`deadline`]) into its per-request [`Policy`] ([`policy_of`]);
-//! 5. rewrite the head for the upstream ([`Upstream::prepare`]) and set up
+//! 5. classify the request ([`Class`]) and read the caller's deadline
+//!    ([`deadline`]) into its per-request [`Policy`] ([`policy_of`]), under
+//!    the route's policy;
+//! 6. rewrite the head for the upstream ([`Upstream::prepare`]) and set up
 //!    the action ([`start`]: extensions, span, log guard);
-//! 6. send it, relay the end and log it ([`relay`]).
+//! 7. send it through the route's stack, relay the end and log it
+//!    ([`relay`]).
 //!
 //! Every wait, stop and outcome is then the layer's (the core's).
 //!
@@ -18,6 +25,7 @@ use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
 use tokio::time::Instant;
@@ -31,18 +39,20 @@ use super::metrics::Metrics;
 use super::refuse;
 use super::relay;
 use super::reply::ProxyBody;
-use super::stack::Stack;
 use super::start::{self, Setup};
+use super::table::Table;
 #[cfg(doc)]
 use super::upstream::Upstream;
 
 /// What the request handlers of one worker share.
 #[derive(Debug)]
 pub struct Proxy {
-    /// The configuration.
+    /// The configuration the process started with (its listeners, limits
+    /// and log format stay; its routes are in `table`).
     pub config: Arc<ProxyConfig>,
-    /// The worker's client stack.
-    pub stack: Stack,
+    /// The worker's routes in force, each with its client stack, swapped
+    /// whole on a reload.
+    pub table: Arc<ArcSwap<Table>>,
     /// Fired when the drain time is over: actions still running stop as
     /// `cancelled`. (The worker's own child of the process's token, so
     /// that each request's child token is made under a node no other
@@ -61,14 +71,14 @@ impl Proxy {
     /// The shared state of the handlers of worker `index` of `workers`.
     pub fn new(
         config: Arc<ProxyConfig>,
-        stack: Stack,
+        table: Arc<ArcSwap<Table>>,
         metrics: Metrics,
         cancel: &CancellationToken,
         (index, workers): (usize, usize),
     ) -> Self {
         Self {
             config,
-            stack,
+            table,
             cancel: cancel.child_token(),
             next_id: AtomicU64::new(index as u64),
             id_step: workers.max(1) as u64,
@@ -103,25 +113,33 @@ pub async fn handle(
         return Ok(refused);
     }
     let config = &*proxy.config;
-    let uri = match config.upstream.uri_for(parts.uri.path_and_query()) {
+    // Held until the action ends: a reload does not take its route away.
+    let table = proxy.table.load_full();
+    let (route, strip) = match table.select(&parts) {
+        Ok(selected) => selected,
+        Err(miss) => return Ok(refuse::route(&parts, miss)),
+    };
+    let upstream = &route.config.upstream;
+    let uri = match upstream.uri_under(parts.uri.path_and_query(), strip) {
         Ok(uri) => uri,
         Err(error) => return Ok(refuse::target(&parts, &error)),
     };
     hop::strip_request(&mut parts.headers);
-    let class = Class::of(&parts, uri.path(), config);
+    let class = Class::of(&parts, uri.path(), &route.config);
     let allowed = deadline::read(&parts.headers);
-    let policy = match policy_of(config.policy, allowed.map(|a| a.time), class.once) {
+    let policy = match policy_of(route.config.policy, allowed.map(|a| a.time), class.once) {
         Ok(policy) => policy,
         Err(refused) => return Ok(refuse::policy(&parts, &refused)),
     };
-    config.upstream.prepare(&mut parts, uri, &body);
+    upstream.prepare(&mut parts, uri, &body);
     let setup = Setup {
         id: proxy.next_id(),
         cancel: proxy.cancel.child_token(),
         metrics: &proxy.metrics,
         format: config.log_format,
         received,
+        route: route.name.clone(),
     };
     let started = start::start(parts, body, (class, policy, allowed), setup);
-    Ok(relay::run(&proxy.stack, &proxy.metrics, config, started).await)
+    Ok(relay::run(route, &proxy.metrics, config, started).await)
 }

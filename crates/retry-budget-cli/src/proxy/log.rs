@@ -33,6 +33,8 @@ pub struct ActionLine<'a> {
     pub method: &'a Method,
     /// The upstream URL (redacted when written).
     pub url: &'a Uri,
+    /// The config file's route that took it (none for the flags' one).
+    pub route: Option<&'a str>,
     /// How the action ended: the core's outcome, or the proxy's own
     /// (`bad_request_body`, `invalid_upstream_status`).
     pub outcome: &'static str,
@@ -56,11 +58,12 @@ impl<'a> ActionLine<'a> {
         url: &'a Uri,
         report: &Report,
         elapsed: Duration,
-        once: Option<&'static str>,
+        (once, route): (Option<&'static str>, Option<&'a str>),
     ) -> Self {
         Self {
             method,
             url,
+            route,
             outcome: report.outcome.as_str(),
             attempts: report.attempts_started,
             elapsed,
@@ -94,6 +97,9 @@ impl<'a> ActionLine<'a> {
                     "last_status": self.last_status,
                 });
                 if let Some(map) = json.as_object_mut() {
+                    if let Some(route) = self.route {
+                        map.insert("route".into(), route.into());
+                    }
                     if let Some(once) = self.once {
                         map.insert("forwarded_once".into(), once.into());
                     }
@@ -111,7 +117,11 @@ impl<'a> ActionLine<'a> {
                 line.push(' ');
                 line.push_str(self.method.as_str());
                 line.push(' ');
-                let _ = write!(line, "{}", logged_uri(self.url));
+                let _ = logged_uri(self.url).write_to(line);
+                if let Some(route) = self.route {
+                    line.push_str(" route=");
+                    line.push_str(route);
+                }
                 line.push_str(" outcome=");
                 line.push_str(self.outcome);
                 line.push_str(" attempts=");
@@ -272,6 +282,7 @@ mod tests {
         let line = ActionLine {
             method: &Method::GET,
             url: &url,
+            route: None,
             outcome: "success",
             attempts: 2,
             elapsed: Duration::from_millis(1234),

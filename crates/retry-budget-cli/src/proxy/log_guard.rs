@@ -2,6 +2,8 @@
 //! connection is dropped first (the caller left, or the drain time ran
 //! out), when the guard is dropped.
 
+use std::sync::Arc;
+
 use http::{Method, Uri};
 use retry_budget::Report;
 use tokio::time::Instant;
@@ -27,6 +29,8 @@ pub struct LogGuard {
     pub counter: AttemptCounter,
     /// Why the request went once, if it did.
     pub once: Option<&'static str>,
+    /// The config file's route that took it (none for the flags' one).
+    pub route: Option<Arc<str>>,
     /// The line's format.
     pub format: LogFormat,
     /// Whether the line is written.
@@ -54,7 +58,7 @@ impl LogGuard {
             &self.url,
             report,
             self.received.elapsed(),
-            self.once,
+            (self.once, self.route.as_deref()),
         )
     }
 }

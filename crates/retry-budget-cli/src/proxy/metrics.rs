@@ -21,6 +21,10 @@
 //! | `retry_budget_client_connections_refused_total{port="proxy"\|"admin"}` | counter | connections closed at once: the port's connection limit was reached |
 //! | `retry_budget_client_connections_closed_total{port,reason="header_timeout"\|"idle"}` | counter | connections closed by their time bounds |
 //! | `retry_budget_response_bodies_total{ending}` | counter | relayed upstream bodies by how they ended (`complete`, `truncated`, `timed_out`, `caller_gone`) |
+//! | `retry_budget_config_reloads_total{result="ok"\|"invalid"}` | counter | config file reloads (SIGHUP): applied, or refused and the running routes kept |
+//!
+//! A config file's routes have series of their own, labelled `route`
+//! (`route_metrics.rs`).
 //!
 //! The store's figures are read from [`HoldOff::store_health`] at each
 //! scrape, and so are the pacing's ([`PaceMetrics`]).
@@ -29,6 +33,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::pace_metrics::PaceMetrics;
+use super::route_metrics::RouteFamilies;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -102,6 +107,11 @@ struct EndingLabels {
     ending: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    result: &'static str,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Waits: 0.1 s to about 51 s.
@@ -164,6 +174,8 @@ struct Inner {
     connections_refused: Family<PortLabels, Counter>,
     connections_closed: Family<ClosedLabels, Counter>,
     bodies: Family<EndingLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
+    routes: RouteFamilies,
     /// The per-request series, each looked up in its family once and then
     /// incremented through this handle (a family lookup hashes its labels
     /// and takes a lock): `attempts` by first/retry, `responses` by status
@@ -269,6 +281,12 @@ impl Inner {
             "Relayed upstream response bodies, by how they ended",
             self.bodies.clone(),
         );
+        self.registry.register(
+            "config_reloads",
+            "Config file reloads (SIGHUP): ok (applied) or invalid (refused, the running routes kept)",
+            self.reloads.clone(),
+        );
+        self.routes.register(&mut self.registry);
     }
 }
 
@@ -311,6 +329,8 @@ impl Metrics {
             connections_refused: Family::default(),
             connections_closed: Family::default(),
             bodies: Family::default(),
+            reloads: Family::default(),
+            routes: RouteFamilies::default(),
             attempt_series: Default::default(),
             status_series: (0..1000).map(|_| OnceLock::new()).collect(),
             body_series: Default::default(),
@@ -519,6 +539,20 @@ impl Metrics {
         inc_series(&m.body_series, index, || {
             m.bodies.get_or_create(&EndingLabels { ending }).clone()
         });
+    }
+
+    /// The per-route families.
+    pub fn route_families(&self) -> &RouteFamilies {
+        &self.inner.routes
+    }
+
+    /// A config file reload: applied (`ok`) or refused.
+    pub fn config_reloaded(&self, ok: bool) {
+        let result = if ok { "ok" } else { "invalid" };
+        self.inner
+            .reloads
+            .get_or_create(&ReloadLabels { result })
+            .inc();
     }
 
     /// The text exposition (OpenMetrics, which Prometheus reads).

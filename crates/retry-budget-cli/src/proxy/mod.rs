@@ -18,7 +18,8 @@
 //! | file | job |
 //! |---|---|
 //! | `forward.rs` | one request: the steps in order, and what a worker's handlers share |
-//! | `refuse.rs` | what is never forwarded: `CONNECT`, `OPTIONS *`, a bad target, no policy |
+//! | `table.rs` | a worker's routes, and which one a request takes (host, path prefix) |
+//! | `refuse.rs` | what is never forwarded: `CONNECT`, `OPTIONS *`, no route, a bad target, no policy |
 //! | `upstream.rs` | the upstream, prepared once: the path mapped under the prefix, the forwarded head |
 //! | `path.rs` | the upstream path: dot-segments resolved inside the prefix |
 //! | `hop.rs` | hop-by-hop fields (RFC 9110 §7.6.1) |
@@ -36,11 +37,15 @@
 //! | file | job |
 //! |---|---|
 //! | `args.rs` | flags and the checked configuration |
+//! | `route.rs` | one route, from the flags or the file, checked |
+//! | `file.rs` | the config file (`--config`, `--check-config`) |
+//! | `reload.rs` | each worker's table made, and made again on SIGHUP |
 //! | `serve.rs` | listening, serving, shutdown and drain |
 //! | `conn.rs` | client connection bounds: header and idle timeouts, connection limit |
 //! | `stack.rs` | the client stack below the handler |
 //! | `attempt.rs` | the layer below the retry layer: attempt number, deadline, span |
 //! | `metrics.rs` | Prometheus metrics fed by the layer's observer |
+//! | `route_metrics.rs` | a config file's routes' own series, and their health for `/ready` |
 //! | `admin.rs` | `/metrics`, `/ready`, `/live` |
 
 mod admin;
@@ -49,6 +54,7 @@ mod attempt;
 mod classify;
 mod conn;
 mod deadline;
+mod file;
 mod forward;
 mod hop;
 mod log;
@@ -59,10 +65,14 @@ mod path;
 mod refuse;
 mod relay;
 mod relay_body;
+mod reload;
 mod reply;
+mod route;
+mod route_metrics;
 mod serve;
 mod stack;
 mod start;
+mod table;
 mod upstream;
 
 pub use args::Args;

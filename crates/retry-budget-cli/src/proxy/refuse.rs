@@ -1,6 +1,6 @@
 //! Requests the proxy answers itself, forwarding nothing: a method it does
-//! not relay, a target that cannot be sent upstream, a request no valid
-//! policy can be made for.
+//! not relay, a request no route takes, a target that cannot be sent
+//! upstream, a request no valid policy can be made for.
 
 use http::request::Parts;
 use http::{Method, Response, StatusCode};
@@ -8,6 +8,7 @@ use retry_budget::PolicyError;
 
 use super::classify::Refused;
 use super::reply::{deadline_spent, local, ProxyBody};
+use super::table::Miss;
 use super::upstream::TargetError;
 use crate::common::redact::logged_uri;
 
@@ -30,6 +31,27 @@ pub fn method(parts: &Parts) -> Option<Response<ProxyBody>> {
         ));
     }
     None
+}
+
+/// The answer to a request no route takes: 404 (no prefix matches its
+/// path) or 421 (no route names its host); nothing is sent.
+pub fn route(parts: &Parts, miss: Miss) -> Response<ProxyBody> {
+    tracing::debug!(
+        target: "retry_budget::proxy",
+        "refused {} {}: no route ({miss:?})",
+        parts.method,
+        logged_uri(&parts.uri),
+    );
+    match miss {
+        Miss::NoPrefix => local(
+            StatusCode::NOT_FOUND,
+            "retry-budget proxy: no route takes this path (no match.prefix matches it): nothing was sent\n",
+        ),
+        Miss::UnknownHost => local(
+            StatusCode::MISDIRECTED_REQUEST,
+            "retry-budget proxy: no route serves this host (no match.host names it): nothing was sent\n",
+        ),
+    }
 }
 
 /// The answer to a target that cannot be sent upstream (400).

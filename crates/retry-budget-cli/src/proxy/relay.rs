@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use retry_budget::trail::EventKind;
 use retry_budget::{Category, Outcome, Report};
 use tower::ServiceExt;
-use tower_retry_budget::quota::QuotaBody;
+use tower_retry_budget::peek::PeekBody;
 use tracing::{Instrument, Span};
 
 use super::args::ProxyConfig;
@@ -22,15 +22,15 @@ use super::log_guard::LogGuard;
 use super::metrics::Metrics;
 use super::relay_body::RelayBody;
 use super::reply::{failed, own_outcome, tell, ProxyBody, BAD_REQUEST_BODY, INVALID_STATUS};
-use super::stack::Stack;
 use super::start::Started;
+use super::table::Route;
 
 /// `x-should-retry`: the word an SDK obeys (see the [module docs](self)).
 pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 
 /// Sends the action and answers the caller (see the [module docs](self)).
 pub async fn run(
-    stack: &Stack,
+    route: &Route,
     metrics: &Metrics,
     config: &ProxyConfig,
     started: Started,
@@ -45,7 +45,8 @@ pub async fn run(
     // Declared after `guard`, so dropped before it if the caller leaves:
     // the layer's future, dropped, fills the slot with the core's report
     // before `guard` writes the log line from it.
-    let action = std::pin::pin!(stack
+    let action = std::pin::pin!(route
+        .stack
         .service(policy)
         .oneshot(request)
         .instrument(span.clone()));
@@ -77,7 +78,10 @@ pub async fn run(
                 INVALID_STATUS,
             )
         }
-        Ok(response) => relay_upstream(response, metrics, config, guard, report),
+        Ok(response) => {
+            let ends = (config.body_idle_timeout, route.config.preset.is_some());
+            relay_upstream(response, metrics, ends, guard, report)
+        }
         Err(error) => {
             if let Some(report) = &report {
                 guard.log(report, None);
@@ -92,15 +96,14 @@ pub async fn run(
 /// response's head, and no layer of this stack corrects a report from the
 /// body afterwards.
 fn relay_upstream(
-    response: Response<QuotaBody<Incoming>>,
+    response: Response<PeekBody<Incoming>>,
     metrics: &Metrics,
-    config: &ProxyConfig,
+    (body_idle_timeout, preset): (std::time::Duration, bool),
     mut guard: LogGuard,
     report: Option<Report>,
 ) -> Response<ProxyBody> {
     let metrics = metrics.clone();
-    let preset = config.preset.is_some();
-    relay(response, config.body_idle_timeout, preset, move |ending| {
+    relay(response, body_idle_timeout, preset, move |ending| {
         metrics.body_ended(ending.as_str());
         if let Some(report) = &report {
             guard.log(report, Some(ending));
@@ -137,7 +140,7 @@ fn own_end(
 /// The upstream's final response, relayed with what happened; `on_end` is
 /// told how its body ended.
 fn relay(
-    response: Response<QuotaBody<Incoming>>,
+    response: Response<PeekBody<Incoming>>,
     idle: std::time::Duration,
     preset: bool,
     on_end: impl FnOnce(super::relay_body::Ending) + Send + 'static,

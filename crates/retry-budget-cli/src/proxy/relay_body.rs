@@ -19,7 +19,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
-use tower_retry_budget::quota::QuotaBody;
+use tower_retry_budget::peek::PeekBody;
 
 /// How a relayed body ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,7 +89,7 @@ pin_project! {
     /// [module docs](self).
     pub struct RelayBody {
         #[pin]
-        inner: QuotaBody<Incoming>,
+        inner: PeekBody<Incoming>,
         idle: Duration,
         // Armed when the upstream has nothing to give, disarmed by each
         // frame; made the first time it is needed (a body that is always
@@ -103,7 +103,7 @@ pin_project! {
 impl RelayBody {
     /// Relays `inner`; `on_end` is told how it ended.
     pub fn new(
-        inner: QuotaBody<Incoming>,
+        inner: PeekBody<Incoming>,
         idle: Duration,
         on_end: impl FnOnce(Ending) + Send + 'static,
     ) -> Self {

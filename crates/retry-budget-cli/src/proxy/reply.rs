@@ -52,8 +52,21 @@ pub fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
 /// [`tell`] with the proxy's own outcome name.
 pub fn tell_str<B>(response: &mut Response<B>, outcome: &'static str, attempts: u32) {
     let headers = response.headers_mut();
-    headers.insert(ATTEMPTS, HeaderValue::from(attempts));
+    headers.insert(ATTEMPTS, count(attempts));
     headers.insert(OUTCOME, HeaderValue::from_static(outcome));
+}
+
+/// A count as a header value: a static one for the counts an action has
+/// (no allocation per response), written out above nine.
+pub fn count(n: u32) -> HeaderValue {
+    const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    usize::try_from(n)
+        .ok()
+        .and_then(|i| DIGITS.get(i))
+        .map_or_else(
+            || HeaderValue::from(n),
+            |digit| HeaderValue::from_static(digit),
+        )
 }
 
 /// A text response with the proxy's own `outcome`, after `report`'s
@@ -130,4 +143,16 @@ fn held_off_for(report: &Report) -> Option<(HeaderValue, HeaderValue)> {
         .unwrap_or(u64::MAX)
         .saturating_add(u64::from(left.subsec_nanos() % 1_000_000 > 0));
     Some((HeaderValue::from(secs), HeaderValue::from(millis)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_reads_as_its_digits_static_or_written_out() {
+        for n in [0, 1, 3, 9, 10, 42, 1000, u32::MAX] {
+            assert_eq!(count(n), HeaderValue::from(n), "{n}");
+        }
+    }
 }

@@ -2,7 +2,8 @@
 //!
 //! The proxy serves HTTP/1.1 and h2c on one port (hyper-util's `auto`
 //! server, which tells them apart by the HTTP/2 preface), and the admin
-//! routes on another. On SIGTERM, SIGINT or SIGHUP (`common/leave.rs`) it
+//! routes on another. On SIGHUP it reads its config file again
+//! (`reload.rs`) and serves on. On SIGTERM or SIGINT (`common/leave.rs`) it
 //! stops accepting at once, reports not ready, lets the actions in flight
 //! finish for up to `--drain` (HTTP/1 connections close after their current
 //! response, HTTP/2 ones get a GOAWAY), then fires the cancellation token every action
@@ -37,16 +38,17 @@ use tokio::runtime::Runtime;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::common::leave::LeaveListener;
+use crate::common::leave::{Leave, LeaveListener};
 
 use super::admin::Admin;
 use super::args::{Args, ConnectionLimits, ProxyConfig};
-use super::classify;
 use super::conn::{Activity, Gate, Tracked};
+use super::file;
 use super::forward::{self, Proxy};
 use super::log;
 use super::metrics::Metrics;
-use super::stack::{Shared, Stack};
+use super::reload::Routes;
+use super::route::Match;
 
 /// After the drain time, how long cancelled actions get to send their
 /// answers before the connections are closed.
@@ -55,10 +57,18 @@ const GRACE: Duration = Duration::from_secs(1);
 /// The listen backlog of each worker's socket.
 const BACKLOG: u32 = 1024;
 
-/// Runs `retry-budget proxy` until SIGTERM, SIGINT or SIGHUP; returns its exit
-/// status (0 after a drain, 1 if it could not start, 2 for a bad flag).
+/// Runs `retry-budget proxy` until SIGTERM or SIGINT; returns its exit
+/// status (0 after a drain, 1 if it could not start, 2 for a bad flag or
+/// config file). With `--check-config`, checks the file and exits.
 pub fn run(args: Args) -> ExitCode {
-    let config = match args.config() {
+    if let Some(path) = args.check_config() {
+        return file::check(path);
+    }
+    let config = match args.config_file() {
+        Some(path) => file::load(path),
+        None => args.config(),
+    };
+    let config = match config {
         Ok(config) => config,
         Err(message) => return crate::common::run::usage_error(&message),
     };
@@ -145,8 +155,8 @@ struct Phases {
     close: CancellationToken,
 }
 
-/// A worker ready to start: its socket, client stack and runtime.
-type ReadyWorker = (std::net::TcpListener, Stack, Runtime);
+/// A worker ready to start: its socket and runtime.
+type ReadyWorker = (std::net::TcpListener, Runtime);
 
 /// Serves until a stop signal, then drains; returns the worker threads.
 async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, String> {
@@ -168,16 +178,10 @@ async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, 
         .map_err(|e| format!("--admin: {e}"))?;
 
     let metrics = Metrics::new();
-    let ready_workers = prepare_workers(&config, &metrics, listeners)?;
-    eprintln!(
-        "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c; {workers} worker(s)), admin on {admin}, upstream {}; \
-         preset {}; budget {}, at most {} attempts, {} per attempt",
-        config.upstream,
-        config.preset.map_or("none", |p| p.name),
-        Secs(config.policy.total_budget()),
-        config.policy.max_attempts(),
-        Secs(config.policy.attempt_cap()),
-    );
+    let config = Arc::new(config);
+    let routes = Routes::new(config.clone(), &metrics)?;
+    let ready_workers = prepare_workers(listeners)?;
+    announce(&config, listen, admin);
     let gate = Arc::new(Gate::new(
         config.max_connections.get(),
         "proxy",
@@ -196,12 +200,15 @@ async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, 
     let drain = config.drain;
     let phases = Phases::default();
     let (threads, all_drained) =
-        spawn_workers(Arc::new(config), &metrics, &gate, &phases, ready_workers)?;
-    let received = match signals.recv().await {
-        Some(leave) => leave.name(),
-        // No stop signal can arrive any more: serve until the process is
-        // killed.
-        None => std::future::pending().await,
+        spawn_workers((config, &routes), &metrics, &gate, &phases, ready_workers)?;
+    let received = loop {
+        match signals.recv().await {
+            Some(Leave::Hangup) => routes.reload(),
+            Some(leave) => break leave.name(),
+            // No stop signal can arrive any more: serve until the process
+            // is killed.
+            None => std::future::pending().await,
+        }
     };
     phases.stop.cancel();
     ready.store(false, Ordering::SeqCst);
@@ -215,22 +222,30 @@ async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, 
     Ok(threads)
 }
 
-/// Each worker's client stack and runtime, made before anything is served.
-fn prepare_workers(
-    config: &ProxyConfig,
-    metrics: &Metrics,
-    listeners: Vec<std::net::TcpListener>,
-) -> Result<Vec<ReadyWorker>, String> {
-    let shared = Shared::new(config, metrics.clone())?;
-    let policies = [config.policy]
-        .into_iter()
-        .chain(classify::once_policy(config.policy).ok())
-        .collect::<Vec<_>>();
+/// The first line: where the proxy listens and what it serves (the
+/// routes, one line each after it when there are several).
+fn announce(config: &ProxyConfig, listen: std::net::SocketAddr, admin: std::net::SocketAddr) {
+    let workers = config.workers;
+    let serves = match config.routes.as_slice() {
+        [one] if one.matcher == Match::Any => one.describe(),
+        routes => format!("{} route(s)", routes.len()),
+    };
+    eprintln!(
+        "retry-budget proxy: listening on {listen} (HTTP/1.1, h2c; {workers} worker(s)), admin on {admin}, {serves}"
+    );
+    if config.routes.len() > 1 || config.routes.iter().any(|r| r.matcher != Match::Any) {
+        for route in &config.routes {
+            eprintln!("retry-budget proxy: {}", route.line());
+        }
+    }
+}
+
+/// Each worker's runtime, made before anything is served.
+fn prepare_workers(listeners: Vec<std::net::TcpListener>) -> Result<Vec<ReadyWorker>, String> {
     let mut ready_workers = Vec::with_capacity(listeners.len());
     for listener in listeners {
-        let stack = Stack::new(config, &shared, &policies);
         let runtime = runtime(true).map_err(|e| format!("cannot start a worker's runtime: {e}"))?;
-        ready_workers.push((listener, stack, runtime));
+        ready_workers.push((listener, runtime));
     }
     Ok(ready_workers)
 }
@@ -238,7 +253,7 @@ fn prepare_workers(
 /// Starts the worker threads; the receiver's `recv` ends when every worker
 /// has drained (or closed) its connections.
 fn spawn_workers(
-    config: Arc<ProxyConfig>,
+    (config, routes): (Arc<ProxyConfig>, &Routes),
     metrics: &Metrics,
     gate: &Arc<Gate>,
     phases: &Phases,
@@ -249,11 +264,11 @@ fn spawn_workers(
     // closed).
     let (drained, all_drained) = mpsc::channel::<()>(1);
     let mut threads = Vec::with_capacity(workers);
-    for (index, (listener, stack, runtime)) in ready_workers.into_iter().enumerate() {
+    for (index, (listener, runtime)) in ready_workers.into_iter().enumerate() {
         let worker = Worker {
             proxy: Arc::new(Proxy::new(
                 config.clone(),
-                stack,
+                routes.worker(index),
                 metrics.clone(),
                 &phases.cancel,
                 (index, workers),

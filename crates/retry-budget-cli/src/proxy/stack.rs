@@ -6,7 +6,7 @@
 //!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
 //!                         the client-wide budget, hold-off and observer
 //!                         shared by all)
-//!   → QuotaLayer         (--preset openai: a 429's JSON body read for
+//!   → PeekLayer          (--preset openai: a 429's JSON body read for
 //!                         insufficient_quota; otherwise untouched)
 //!   → ConcurrencyLimit   (--concurrency: inside the retry layer, so an
 //!                         action waiting between attempts holds no slot)
@@ -14,17 +14,18 @@
 //!   → hyper-util Client  (HTTP/1.1 or HTTP/2, http:// or https://)
 //! ```
 //!
-//! Each worker thread has a stack of its own (its own hyper-util client,
-//! so its upstream connections are driven on its own thread); what the
-//! actions of all workers share ([`Shared`]: the client budget, the
-//! hold-off map, the `--concurrency` semaphore, the metrics observer) is
-//! built once and passed in by handle, so the many-action parts work
-//! across requests and workers as in one long-lived layer. (The handler
+//! Each worker thread has a stack of its own for each route (its own
+//! hyper-util client, so its upstream connections are driven on its own
+//! thread); what the actions of all workers share ([`Shared`]: the client
+//! budget, the hold-off map, the `--concurrency` semaphore, the metrics
+//! observer) is built once per route and passed in by handle, so the
+//! many-action parts work across requests and workers as in one
+//! long-lived layer. (The handler
 //! puts an `ActionId` in each request, so the observer's ids stay unique.)
 //!
-//! The whole service is built once per worker for the two policies nearly
-//! every request has (the configured one, and the one-attempt policy of a
-//! request that must go once) and cloned per request; only a request whose
+//! The whole service is built once per worker and route for the two
+//! policies nearly every request has (the route's own, and the one-attempt
+//! policy of a request that must go once) and cloned per request; only a request whose
 //! caller sent a deadline, which gives it a [`Policy`] of its own, gets a
 //! retry layer made for it.
 
@@ -33,29 +34,33 @@ use std::sync::Arc;
 use http::Request;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use retry_budget::trail::{Event, EventKind};
 use retry_budget::Policy;
+use retry_budget::Report;
 use tokio::sync::Semaphore;
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::util::Either;
 use tower::{Layer, ServiceBuilder};
+use tower_retry_budget::observer::{ActionId, Observer};
 use tower_retry_budget::{
     body_replay::{ReplayBody, ReplayBodyLayer},
     budget::ClientBudget,
     calendar::UntrustedCalendar,
-    hold_off::{HoldOff, RedisAllowance},
+    hold_off::HoldOff,
     is_budgeted,
     pace::Pacing,
-    quota::{Quota, QuotaLayer},
+    peek::{Peek, PeekLayer},
     response_signal::ResetSignal,
     BudgetThis, RetryBudget, RetryBudgetLayer,
 };
 
 use crate::common::connector::{self, Connector};
 
-use super::args::ProxyConfig;
 use super::attempt::{Attempt, AttemptLayer};
 use super::metrics::Metrics;
 use super::relay_body::CallerBody;
+use super::route::RouteConfig;
+use super::route_metrics::RouteSeries;
 
 /// The body sent upstream: the caller's, replayable up to 64 KiB.
 pub type UpstreamBody = ReplayBody<CallerBody>;
@@ -70,7 +75,7 @@ pub type Below =
 /// The service one request is sent through.
 pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<
     tower::util::MapRequest<
-        RetryBudget<Quota<Below>>,
+        RetryBudget<Peek<Below>>,
         fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
     >,
 >;
@@ -84,45 +89,49 @@ pub struct Shared {
     hold_off: Option<HoldOff>,
     /// The pacers of the upstream (one per authority), unless `--no-pace`.
     pacing: Option<Pacing>,
-    /// `--concurrency`: one limit over all workers.
+    /// `--concurrency`: one limit over all workers and routes.
     concurrency: Option<Arc<Semaphore>>,
-    metrics: Metrics,
+    /// The metrics, and the route's own series for a route of a file.
+    observer: RouteObserver,
 }
 
 impl Shared {
-    /// Builds the shared parts (the hold-off's store task, if any, starts
-    /// on the current runtime).
+    /// Builds the shared parts of a route, with its hold-off (made by
+    /// [`hold_off`], or another route's with the same settings).
     ///
     /// # Errors
     ///
-    /// A one-line message: the TLS roots could not be loaded, or the
-    /// hold-off's store could not start.
-    pub fn new(config: &ProxyConfig, metrics: Metrics) -> Result<Self, String> {
+    /// A one-line message: the TLS roots could not be loaded.
+    pub fn new(
+        config: &RouteConfig,
+        (concurrency, named): (Option<Arc<Semaphore>>, bool),
+        metrics: Metrics,
+        hold_off: Option<HoldOff>,
+    ) -> Result<Self, String> {
         let tls = crate::common::tls::client_config(
             config.cacert.as_deref(),
             config.upstream.is_https(),
         )?;
-        let hold_off = hold_off(config)?;
-        if let Some(map) = &hold_off {
+        if let Some(map) = hold_off
+            .as_ref()
+            .filter(|_| config.hold_off_redis.is_some())
+        {
             metrics.watch_hold_off(map.clone());
         }
-        let pacing = pacing(config)?;
-        if let Some(pacing) = &pacing {
+        if let Some(pacing) = &config.pacing {
             metrics.watch_pacing(pacing.clone());
         }
         Ok(Self {
             tls,
             hold_off,
-            pacing,
-            concurrency: config
-                .concurrency
-                .map(|n| Arc::new(Semaphore::new(n.get()))),
-            metrics,
+            pacing: config.pacing.clone(),
+            concurrency,
+            observer: RouteObserver::new(metrics, named.then_some(config.name.as_str())),
         })
     }
 }
 
-/// One worker's stack; see the [module docs](self).
+/// One route's stack on one worker; see the [module docs](self).
 #[derive(Clone)]
 pub struct Stack {
     below: Below,
@@ -130,7 +139,7 @@ pub struct Stack {
     untrusted_clock: bool,
     reset: Option<ResetSignal>,
     /// Reads a 429's JSON body for a quota used up (no codes: untouched).
-    quota: QuotaLayer,
+    quota: PeekLayer,
     client_budget: Option<ClientBudget>,
     shared: Shared,
     /// The service of every request under one of these policies, built
@@ -155,7 +164,7 @@ impl std::fmt::Debug for Stack {
 /// # Errors
 ///
 /// A one-line message naming the flag.
-pub fn hold_off(config: &ProxyConfig) -> Result<Option<HoldOff>, String> {
+pub fn hold_off(config: &RouteConfig) -> Result<Option<HoldOff>, String> {
     if !config.hold_off {
         return Ok(None);
     }
@@ -169,27 +178,10 @@ pub fn hold_off(config: &ProxyConfig) -> Result<Option<HoldOff>, String> {
         .map_err(|e| format!("--hold-off-redis: {e}"))
 }
 
-/// The proxy's pacing, unless `--no-pace`; with `--hold-off-redis`, its
-/// windows' allowance shared with the other proxies on the same store.
-///
-/// # Errors
-///
-/// A one-line message naming the flag.
-fn pacing(config: &ProxyConfig) -> Result<Option<Pacing>, String> {
-    let Some(pacing) = config.pacing.clone() else {
-        return Ok(None);
-    };
-    let Some(store) = &config.hold_off_redis else {
-        return Ok(Some(pacing));
-    };
-    let allowance = RedisAllowance::new(store).map_err(|e| format!("--hold-off-redis: {e}"))?;
-    Ok(Some(pacing.shared(allowance)))
-}
-
 impl Stack {
     /// Builds a worker's client, and its services for `policies` (the
     /// policies most requests have).
-    pub fn new(config: &ProxyConfig, shared: &Shared, policies: &[Policy]) -> Self {
+    pub fn new(config: &RouteConfig, shared: &Shared, policies: &[Policy]) -> Self {
         let client = client(config, shared.tls.clone());
         let below = ServiceBuilder::new()
             .option_layer(
@@ -223,7 +215,7 @@ impl Stack {
 
     fn build(&self, policy: Policy) -> PerRequest {
         let mut layer = RetryBudgetLayer::new(policy)
-            .observer(self.shared.metrics.clone())
+            .observer(self.shared.observer.clone())
             .attempt_deadlines();
         if self.untrusted_clock {
             layer = layer.calendar(UntrustedCalendar);
@@ -263,11 +255,44 @@ fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
 
 /// The hyper-util client over the CLI's one connector, HTTP/2 only if
 /// asked.
-fn client(config: &ProxyConfig, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
+fn client(config: &RouteConfig, tls: Arc<rustls::ClientConfig>) -> UpstreamClient {
     let connector = connector::build(tls, config.upstream.http2);
     Client::builder(TokioExecutor::new())
         .timer(TokioTimer::new())
         .pool_timer(TokioTimer::new())
         .http2_only(config.upstream.http2)
         .build(connector)
+}
+
+/// A route's observer: the proxy-wide metrics, and the route's own series
+/// for a route of a config file; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct RouteObserver {
+    metrics: Metrics,
+    series: Option<Arc<RouteSeries>>,
+}
+
+impl RouteObserver {
+    /// The observer of route `name` (`None`: the flags' one route, no
+    /// series of its own).
+    pub fn new(metrics: Metrics, name: Option<&str>) -> Self {
+        let series = name.map(|name| Arc::new(metrics.route_families().series(name)));
+        Self { metrics, series }
+    }
+}
+
+impl Observer for RouteObserver {
+    fn on_event(&self, id: ActionId, event: &Event) {
+        self.metrics.event(id.0, event);
+        if let (Some(series), EventKind::Response { status, .. }) = (&self.series, &event.kind) {
+            series.response(*status);
+        }
+    }
+
+    fn on_report(&self, id: ActionId, report: &Report) {
+        self.metrics.report_of(id.0, report);
+        if let Some(series) = &self.series {
+            series.report(report);
+        }
+    }
 }

@@ -4,6 +4,8 @@
 //! observer's id), the caller's body watched for breaking, the action's
 //! span, and its log guard.
 
+use std::sync::Arc;
+
 use http::request::Parts;
 use http::Request;
 use hyper::body::Incoming;
@@ -47,6 +49,8 @@ pub struct Setup<'a> {
     pub format: LogFormat,
     /// When the request was received.
     pub received: Instant,
+    /// The config file's route that took it (none for the flags' one).
+    pub route: Option<Arc<str>>,
 }
 
 /// Sets up the action of the upstream request head `parts` (see the
@@ -92,12 +96,13 @@ pub fn start(
         slot,
         counter,
         once: class.once.map(Once::as_str),
+        route: setup.route.clone(),
         format,
         logged: false,
         outcome: None,
     };
     Started {
-        span: span(&parts),
+        span: span(&parts, setup.route.as_deref()),
         request: Request::from_parts(parts, body),
         policy,
         guard,
@@ -106,12 +111,13 @@ pub fn start(
 }
 
 /// The action's span, its outcome fields filled when it ends.
-fn span(parts: &Parts) -> Span {
+fn span(parts: &Parts, route: Option<&str>) -> Span {
     tracing::info_span!(
         target: "retry_budget::proxy",
         "http.client.action",
         otel.name = %parts.method,
         otel.kind = "client",
+        retry_budget.route = route,
         http.request.method = %parts.method,
         url.full = %logged_uri(&parts.uri),
         http.response.status_code = tracing::field::Empty,

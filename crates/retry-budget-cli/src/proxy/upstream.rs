@@ -1,8 +1,8 @@
-//! The upstream, prepared once at start-up from `--upstream`: where a
-//! request goes, and how its head is rewritten for it (the path mapped
-//! under the prefix, `Host`, the version). Nothing here reads the flags
-//! per request; a table of routes (upstreams chosen by path prefix or
-//! `Host`) would hold one [`Upstream`] per route.
+//! An upstream, prepared once when its route is made (from `--upstream` or
+//! a config file's `[[route]]`): where a request goes, and how its head is
+//! rewritten for it (the path mapped under the prefix, `Host`, the
+//! version). Nothing here reads the configuration per request; the table
+//! of routes (`table.rs`) holds one [`Upstream`] per route.
 
 use std::borrow::Cow;
 
@@ -42,13 +42,36 @@ impl Upstream {
     /// The path is refused (see [`PathError`]), or the joined text is not a
     /// URI, which a valid incoming path and a valid prefix cannot produce;
     /// the caller answers 400.
+    #[cfg(test)]
     pub fn uri_for(&self, target: Option<&PathAndQuery>) -> Result<Uri, TargetError> {
+        self.uri_under(target, 0)
+    }
+
+    /// As [`Self::uri_for`], the first `strip` bytes of the path removed
+    /// first (a route's path prefix, matched at a segment boundary; an
+    /// empty rest is `/`): the rest is normalized on its own, so that it
+    /// never leaves the upstream's prefix, whatever route it came by.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::uri_for`].
+    pub fn uri_under(
+        &self,
+        target: Option<&PathAndQuery>,
+        strip: usize,
+    ) -> Result<Uri, TargetError> {
         let (path, query) = target.map_or(("/", None), |p| (p.path(), p.query()));
+        let path = path
+            .get(strip..)
+            .filter(|rest| !rest.is_empty())
+            .unwrap_or("/");
         let path = normalize(path).map_err(TargetError::Path)?;
         let path_and_query = match (target, &path) {
             // No prefix and nothing removed: the target as received (a
             // clone of its shared bytes, not a new parse).
-            (Some(target), Cow::Borrowed(_)) if self.prefix.is_empty() => target.clone(),
+            (Some(target), Cow::Borrowed(_)) if self.prefix.is_empty() && strip == 0 => {
+                target.clone()
+            }
             _ => {
                 let mut joined = String::with_capacity(
                     self.prefix.len() + path.len() + query.map_or(0, |q| q.len() + 1),

@@ -220,10 +220,22 @@ impl Proxy {
     }
 
     pub fn spawn(mut command: Command, upstream: &str, flags: &[&str]) -> Self {
-        let mut child = command
+        command
             .args(["proxy", "--upstream", upstream])
             .args(["--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
-            .args(flags)
+            .args(flags);
+        Self::spawn_command(command)
+    }
+
+    /// The proxy serving a config file (which names its own listeners).
+    pub fn start_config(file: &std::path::Path) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_retry-budget"));
+        command.args(["proxy", "--config"]).arg(file);
+        Self::spawn_command(command)
+    }
+
+    fn spawn_command(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

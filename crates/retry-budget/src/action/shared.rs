@@ -132,6 +132,45 @@ impl Action {
         }
     }
 
+    /// Before the first attempt: another action was told by the service
+    /// that its quota is used up (code `code`), and the hold that answer
+    /// put on the service ([`ClientEffects::quota_hold_until`]) lasts until
+    /// elapsed `until`. Retrying never helps a used-up quota, so there is
+    /// nothing to wait for: the action stops at once as
+    /// [`Outcome::HeldOff`], nothing sent, category `quota` (an
+    /// [`EventKind::QuotaExhausted`] of attempt 0 says so). `until <= now`,
+    /// or an attempt already started: nothing to honour, the standing
+    /// decision stands.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Category, Decision, Outcome, Policy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default());
+    /// assert_eq!(action.quota_held(s(0), s(10), "insufficient_quota"), Decision::Stop(Outcome::HeldOff));
+    /// let report = action.report().unwrap();
+    /// assert_eq!((report.attempts_started, report.category()), (0, Some(Category::Quota)));
+    /// assert_eq!(report.held_off_left(), None, "no wait to tell: it would not help");
+    ///
+    /// let mut past = Action::new(Policy::default());
+    /// assert_eq!(past.quota_held(s(10), s(10), "insufficient_quota"), Decision::StartNow);
+    /// ```
+    pub fn quota_held(&mut self, now: Duration, until: Duration, code: &str) -> Decision {
+        let now = self.observe(now);
+        if self.phase != Phase::Ready || self.attempts_started > 0 || until <= now {
+            return self.decision();
+        }
+        self.push(
+            now,
+            EventKind::QuotaExhausted {
+                attempt: 0,
+                code: code.into(),
+            },
+        );
+        self.stop(now, Outcome::HeldOff)
+    }
+
     /// Before the first attempt: the quota the service announced (read by
     /// a [`QuotaReader`](crate::pace::QuotaReader), admitted by a
     /// [`Pacer`](crate::pace::Pacer)) allows no start before elapsed
@@ -248,7 +287,15 @@ impl Action {
     /// ```
     pub fn client_effects(&mut self) -> ClientEffects {
         let waiting = matches!(self.phase, Phase::Waiting { .. });
-        self.told
-            .tell(self.attempts_started, waiting, self.server_asked_until)
+        let quota_hold_until = self.quota_stop.then(|| {
+            self.latest
+                .saturating_add(crate::client_effects::QUOTA_HOLD)
+        });
+        self.told.tell(
+            self.attempts_started,
+            waiting,
+            self.server_asked_until,
+            quota_hold_until,
+        )
     }
 }

@@ -1,5 +1,6 @@
 //! One limit as the pacer holds it, and how a new reading updates it.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::state::{LimitKind, QuotaState};
@@ -66,7 +67,7 @@ impl HeldLimit {
 
     /// What is left of `remaining` after the first attempts in `starts`
     /// that began after the basis and before the reset.
-    pub(crate) fn left(&self, starts: &[Duration]) -> u64 {
+    pub(crate) fn left(&self, starts: &VecDeque<Duration>) -> u64 {
         let used = starts
             .iter()
             .filter(|s| **s > self.basis && **s < self.resets_at)
@@ -78,7 +79,7 @@ impl HeldLimit {
     /// A token limit's drop from `self` to `later` (same window, sent
     /// later), per first attempt started between their requests (the
     /// later one's own included): the largest seen is the cost.
-    fn learn_cost(&mut self, later: &Self, starts: &[Duration]) {
+    fn learn_cost(&mut self, later: &Self, starts: &VecDeque<Duration>) {
         let between = starts
             .iter()
             .filter(|s| **s > self.basis && **s <= later.basis)
@@ -97,7 +98,7 @@ impl HeldLimit {
     /// attempts in `starts` that began after the basis and before the
     /// reset, each costing `cost`, counted in first attempts: the
     /// threshold is not counted here.
-    pub(crate) fn tokens_left(&self, cost: u64, starts: &[Duration]) -> u64 {
+    pub(crate) fn tokens_left(&self, cost: u64, starts: &VecDeque<Duration>) -> u64 {
         self.remaining
             .checked_div(cost)
             .unwrap_or_default()
@@ -105,7 +106,7 @@ impl HeldLimit {
     }
 
     /// The first attempts in `starts` after the basis, before the reset.
-    fn left_used(&self, starts: &[Duration]) -> u64 {
+    fn left_used(&self, starts: &VecDeque<Duration>) -> u64 {
         let used = starts
             .iter()
             .filter(|s| **s > self.basis && **s < self.resets_at)
@@ -124,7 +125,12 @@ impl HeldLimit {
     /// * a response sent earlier (arriving out of order) is used only
     ///   within the same window and only if it leaves less: it never raises
     ///   what a later-sent request lowered.
-    pub(crate) fn update(&mut self, mut new: Self, received_at: Duration, starts: &[Duration]) {
+    pub(crate) fn update(
+        &mut self,
+        mut new: Self,
+        received_at: Duration,
+        starts: &VecDeque<Duration>,
+    ) {
         new.cost = self.cost;
         if self.resets_at <= received_at {
             *self = new;

@@ -1,6 +1,7 @@
 //! The pacer: the freshest state per limit of one upstream, and the
 //! earliest start of a new action's first attempt.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::admission::{Admission, PaceReason, PaceRule};
@@ -24,7 +25,7 @@ pub struct FleetWindow {
 /// The default [spread](PacerConfig::spread) after a reset.
 pub const DEFAULT_SPREAD: Duration = Duration::from_millis(100);
 
-/// The most first-attempt starts remembered (the oldest are forgotten).
+/// The most first-attempt starts remembered (the earliest are forgotten).
 pub const MAX_STARTS: usize = 4096;
 
 /// How a window's remaining starts are placed before its reset.
@@ -84,8 +85,11 @@ impl Default for PacerConfig {
 pub struct Pacer {
     config: PacerConfig,
     limits: Vec<HeldLimit>,
-    /// First-attempt starts admitted (some may lie in the future).
-    starts: Vec<Duration>,
+    /// First-attempt starts admitted (some may lie in the future), in
+    /// order of time: the starts past the hold are dropped from the front,
+    /// and a start not placed later than the others (nearly every one) is
+    /// added at the back, each in constant time.
+    starts: VecDeque<Duration>,
     latest: Duration,
     rng: fastrand::Rng,
 }
@@ -110,7 +114,7 @@ impl Pacer {
         Self {
             config,
             limits: Vec::new(),
-            starts: Vec::new(),
+            starts: VecDeque::new(),
             latest: Duration::ZERO,
             rng: fastrand::Rng::with_seed(seed),
         }
@@ -151,7 +155,9 @@ impl Pacer {
         let now = self.see(now);
         self.limits.retain(|l| l.resets_at > now);
         let floor = now.saturating_sub(self.config.max_hold);
-        self.starts.retain(|s| *s >= floor);
+        while self.starts.front().is_some_and(|s| *s < floor) {
+            self.starts.pop_front();
+        }
         let mut admission = Admission {
             at: now,
             reason: None,
@@ -175,9 +181,10 @@ impl Pacer {
             }
         }
         if self.starts.len() >= MAX_STARTS {
-            self.starts.remove(0);
+            self.starts.pop_front();
         }
-        self.starts.push(admission.at);
+        let place = self.starts.partition_point(|s| *s <= admission.at);
+        self.starts.insert(place, admission.at);
         admission
     }
 

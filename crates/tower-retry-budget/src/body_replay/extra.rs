@@ -2,23 +2,27 @@
 //! that went over its replay limit cannot be sent again in full, and the
 //! core decides what that means for each response.
 
-use http::request::Parts;
+use http::Extensions;
 use retry_budget::Answer;
 
 use super::ReplayHandle;
-use crate::extra::{ActionExtra, Extra};
+use crate::extra::{ActionExtra, Moments, RequestExtra};
 
 /// Looks for a [`ReplayHandle`] in each request.
 pub(crate) struct ReplayExtra;
 
-impl Extra for ReplayExtra {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
-        let handle = request?.extensions.get::<ReplayHandle>()?.clone();
+impl RequestExtra for ReplayExtra {
+    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
+        let handle = extensions.get::<ReplayHandle>()?.clone();
         Some(Box::new(handle))
     }
 }
 
 impl ActionExtra for ReplayHandle {
+    fn moments(&self) -> Moments {
+        Moments::ANSWER
+    }
+
     fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
         answer.replayable(self.is_replayable())
     }

@@ -9,6 +9,8 @@
 //! so that `http://a.test` and `http://a.test:80` are one key; the host is
 //! lower-cased (RFC 3986 §3.2.2).
 
+use std::cell::RefCell;
+
 use http::header::HOST;
 use http::uri::{Authority, Scheme};
 #[cfg(test)]
@@ -36,7 +38,47 @@ pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<String> {
 }
 
 fn key(scheme: &Scheme, authority: &Authority) -> String {
-    let scheme = scheme.as_str();
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        // Host and port as written: never the userinfo.
+        let text = authority.as_str();
+        let raw_authority = text.rsplit_once('@').map_or(text, |(_, host)| host);
+        let raw_scheme = scheme.as_str();
+        match &*last {
+            Some(made) if *made.scheme == *raw_scheme && *made.authority == *raw_authority => {
+                made.key.clone()
+            }
+            _ => {
+                let key = make_key(raw_scheme, authority);
+                *last = Some(Made {
+                    scheme: raw_scheme.into(),
+                    authority: raw_authority.into(),
+                    key: key.clone(),
+                });
+                key
+            }
+        }
+    })
+}
+
+/// A key made, with the scheme and the host and port it was made from,
+/// as written.
+struct Made {
+    scheme: Box<str>,
+    authority: Box<str>,
+    key: String,
+}
+
+thread_local! {
+    /// The last key made on this thread: a client sends nearly all its
+    /// requests to a few services, and the key is asked for per request
+    /// (by the hold-off and by pacing), so that one made from the same
+    /// scheme and authority text is copied rather than parsed and
+    /// lower-cased again.
+    static LAST: RefCell<Option<Made>> = const { RefCell::new(None) };
+}
+
+fn make_key(scheme: &str, authority: &Authority) -> String {
     let host = authority.host();
     let port = authority.port_u16().or_else(|| {
         if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("ws") {
@@ -66,6 +108,26 @@ mod tests {
 
     fn of(uri: &str) -> Option<String> {
         authority_of(&Request::get(uri).body(()).unwrap())
+    }
+
+    #[test]
+    fn the_key_made_last_is_reused_only_for_the_same_scheme_and_authority() {
+        for _ in 0..2 {
+            assert_eq!(of("http://A.test/x").as_deref(), Some("http://a.test:80"));
+            assert_eq!(of("http://A.test/y").as_deref(), Some("http://a.test:80"));
+            assert_eq!(
+                of("https://A.test/x").as_deref(),
+                Some("https://a.test:443")
+            );
+            assert_eq!(
+                of("http://u:pw@A.test:81/x").as_deref(),
+                Some("http://a.test:81")
+            );
+            assert_eq!(
+                of("http://b.test:81/x").as_deref(),
+                Some("http://b.test:81")
+            );
+        }
     }
 
     #[test]

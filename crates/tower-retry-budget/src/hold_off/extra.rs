@@ -9,7 +9,7 @@ use retry_budget::ClientEffects;
 use super::authority::authority_in;
 use super::HoldOff;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, BeforeFirst, Extra};
+use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
 
 impl Extra for HoldOff {
     fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
@@ -22,6 +22,9 @@ impl Extra for HoldOff {
     }
 }
 
+/// The code a request held by another's used-up quota is given.
+const QUOTA_HELD: &str = "quota_held";
+
 /// The client's hold-off map and one request's key in it.
 struct Keyed {
     map: HoldOff,
@@ -29,6 +32,10 @@ struct Keyed {
 }
 
 impl ActionExtra for Keyed {
+    fn moments(&self) -> Moments {
+        Moments::BEFORE_FIRST.and(Moments::EFFECTS)
+    }
+
     /// A shared store (Redis) that is down: the core records that this
     /// action's hold-offs come from the local map alone. A hold on the
     /// request's service: the core decides whether the first attempt waits
@@ -40,6 +47,10 @@ impl ActionExtra for Keyed {
                 .store_health()
                 .is_some_and(|health| !health.available),
             held_until: self.map.until(&self.key).map(|until| clock.since(until)),
+            quota_held: self
+                .map
+                .quota_until(&self.key)
+                .map(|until| (clock.since(until), QUOTA_HELD)),
             ..BeforeFirst::default()
         }
     }
@@ -51,6 +62,9 @@ impl ActionExtra for Keyed {
     fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
         if let Some(until) = effects.hold_until {
             self.map.hold(&self.key, clock.at_or_far(until));
+        }
+        if let Some(until) = effects.quota_hold_until {
+            self.map.hold_quota(&self.key, clock.at_or_far(until));
         }
     }
 }
@@ -83,5 +97,19 @@ mod tests {
         let before = other.before_first(&mut clock);
         assert_eq!(before.held_until, Some(Duration::from_secs(5)));
         assert!(!before.store_down);
+        assert_eq!(before.quota_held, None);
+
+        // A used-up quota: held for the others, apart from the delays.
+        let mut effects = ClientEffects::default();
+        effects.quota_hold_until = Some(Duration::from_secs(10));
+        keyed.effects(&effects, &mut clock);
+        let before = other.before_first(&mut clock);
+        assert_eq!(before.held_until, Some(Duration::from_secs(5)));
+        assert_eq!(
+            before.quota_held,
+            Some((Duration::from_secs(10), QUOTA_HELD))
+        );
+        let mut elsewhere = map.start(Some(&mut parts("http://b.test/y"))).unwrap();
+        assert_eq!(elsewhere.before_first(&mut clock).quota_held, None);
     }
 }

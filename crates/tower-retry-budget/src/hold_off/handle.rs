@@ -36,6 +36,17 @@ use super::store::StoreHealth;
 /// the core's ([`Action::hold_off`](retry_budget::Action::hold_off)); a
 /// `HoldOff` only keeps the map.
 ///
+/// A used-up quota (an action that ended `not_retryable`, category
+/// `quota`, on a status its policy retries) holds the service too, for
+/// [`QUOTA_HOLD`](retry_budget::defaults::QUOTA_HOLD) (the core's
+/// [`ClientEffects::quota_hold_until`](retry_budget::ClientEffects::quota_hold_until)):
+/// such a hold is not waited out, since no wait helps a used-up quota; a
+/// first attempt it holds ends at once as `held_off`, category `quota`,
+/// nothing sent ([`Action::quota_held`](retry_budget::Action::quota_held)),
+/// so that a client's own immediate repeats of that answer (an SDK that
+/// retries every 429) do not reach the service. Quota holds stay in this
+/// process (a store shares only the delays).
+///
 /// Only first attempts consult it: a retry already waits for what its own
 /// service asked. The key is the service, `scheme://host:port` (from the
 /// request URI, or the `Host` header for a relative URI), case-insensitive;
@@ -75,6 +86,12 @@ pub struct HoldOff {
 
 struct Inner {
     map: Mutex<Map>,
+    /// Services whose used-up quota holds first attempts back (kept apart
+    /// from the delays: such a hold is not waited out, nothing is sent;
+    /// this process's alone).
+    quota: Mutex<Map>,
+    /// `quota`'s length as its lock was last released.
+    quota_entries: AtomicUsize,
     /// The map's length as its lock was last released: when zero, a lookup
     /// answers at once, with no lock, clock reading or hashing (the usual
     /// case, no service having asked for a wait).
@@ -106,6 +123,8 @@ impl HoldOff {
         Self {
             inner: Arc::new(Inner {
                 map: Mutex::new(Map::new(config.capacity)),
+                quota: Mutex::new(Map::new(config.capacity)),
+                quota_entries: AtomicUsize::new(0),
                 entries: AtomicUsize::new(0),
                 capacity: config.capacity,
                 max_hold: config.max_hold,
@@ -129,6 +148,8 @@ impl HoldOff {
                 let publisher = super::redis::start(store, sink, runtime);
                 Inner {
                     map: Mutex::new(Map::new(config.capacity)),
+                    quota: Mutex::new(Map::new(config.capacity)),
+                    quota_entries: AtomicUsize::new(0),
                     entries: AtomicUsize::new(0),
                     capacity: config.capacity,
                     max_hold: config.max_hold,
@@ -167,6 +188,45 @@ impl HoldOff {
         }
         #[cfg(not(feature = "redis"))]
         let _: Held = held;
+    }
+
+    /// The instant until which `authority`'s used-up quota holds first
+    /// attempts back, if that is still ahead (see
+    /// [`hold_quota`](Self::hold_quota)).
+    pub fn quota_until(&self, authority: &str) -> Option<Instant> {
+        if self.inner.quota_entries.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let key = lowercase(authority);
+        let now = Instant::now();
+        self.quota_locked(|map| map.until(now, &key))
+    }
+
+    /// Records that `authority` said its quota is used up, holding first
+    /// attempts back until `until` (the core's
+    /// [`ClientEffects::quota_hold_until`](retry_budget::ClientEffects::quota_hold_until)),
+    /// cut to the maximum hold. Such a hold is not waited out: a request
+    /// it holds is not sent ([`Action::quota_held`](retry_budget::Action::quota_held)).
+    /// Kept in this process only, bounded as the delays are.
+    pub fn hold_quota(&self, authority: &str, until: Instant) {
+        let key = lowercase(authority);
+        let now = Instant::now();
+        let until = self.clamp(now, until);
+        self.quota_locked(|map| map.hold(now, &key, until));
+    }
+
+    /// Runs `f` on the quota holds under their lock, and records the
+    /// length it leaves.
+    fn quota_locked<R>(&self, f: impl FnOnce(&mut Map) -> R) -> R {
+        // Left whole by every method, as the map of delays.
+        let mut map = self
+            .inner
+            .quota
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let result = f(&mut map);
+        self.inner.quota_entries.store(map.len(), Ordering::Release);
+        result
     }
 
     /// What the shared store (if any) has done, and whether it works now:

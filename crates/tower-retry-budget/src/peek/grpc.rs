@@ -3,7 +3,8 @@
 
 use http::{Extensions, HeaderMap, HeaderName, StatusCode};
 
-use crate::response_signal::{is_grpc, GrpcSignal, RetrySignal, StatusFromTrailers, GRPC_STATUS};
+use super::BodySignals;
+use crate::response_signal::{is_grpc, GrpcSignal, RetrySignal, GRPC_STATUS};
 
 // Parsed once: a lookup by `&str` parses the name every time.
 const STATUS: HeaderName = HeaderName::from_static(GRPC_STATUS);
@@ -20,7 +21,7 @@ pub(super) fn awaits_status(status: StatusCode, headers: &HeaderMap, body_ended:
 
 /// A non-OK status in `trailers` that came with no message: the head
 /// becomes the Trailers-Only head the server could have sent (the initial
-/// metadata, then every trailer field), marked (a [`StatusFromTrailers`]
+/// metadata, then every trailer field), marked (a [`BodySignals`]
 /// extension) so that the trail says where the status came from. An OK
 /// status (or none) changes nothing.
 pub(super) fn to_trailers_only(
@@ -39,7 +40,7 @@ pub(super) fn to_trailers_only(
     for (name, value) in trailers {
         headers.append(name, value.clone());
     }
-    extensions.insert(StatusFromTrailers);
+    BodySignals::from_trailers(extensions);
 }
 
 #[cfg(test)]
@@ -117,7 +118,9 @@ mod tests {
         assert_eq!(h["grpc-message"], "slow down");
         assert_eq!(h["grpc-retry-pushback-ms"], "1000");
         assert_eq!(h.get_all("x").iter().collect::<Vec<_>>(), ["y", "z"]);
-        assert!(extensions.get::<StatusFromTrailers>().is_some());
+        assert!(extensions
+            .get::<BodySignals>()
+            .is_some_and(BodySignals::status_from_trailers));
 
         let signal = GrpcSignal.read(StatusCode::OK, &h, &extensions);
         assert_eq!(signal.status(), 429);
