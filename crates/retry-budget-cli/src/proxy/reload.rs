@@ -35,7 +35,7 @@ use super::metrics::Metrics;
 use super::route::RouteConfig;
 #[cfg(doc)]
 use super::route::Shares;
-use super::stack::{hold_off, Shared, Stack};
+use super::stack::{hold_off, pacing, Shared, Stack};
 use super::table::{Route, Table};
 
 /// Every worker's table, and what making new ones takes.
@@ -214,10 +214,19 @@ fn prepare(
         (&mut made.hold_offs, &kept.hold_offs),
         fresh,
     );
+    let found = keys
+        .pacing
+        .as_ref()
+        .and_then(|key| made.pacings.get(key).or_else(|| kept.pacings.get(key)))
+        .cloned();
+    let fresh = match found {
+        Some(pacing) => Some(pacing),
+        None => pacing(&route)?,
+    };
     route.pacing = share(
         keys.pacing.as_ref(),
         (&mut made.pacings, &kept.pacings),
-        route.pacing.take(),
+        fresh,
     );
     route.client_budget = share(
         keys.client_budget.as_ref(),

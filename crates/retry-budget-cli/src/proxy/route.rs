@@ -14,7 +14,7 @@ use http::HeaderName;
 use retry_budget::pace::{LimitKind, PacerConfig, QuotaReader};
 use retry_budget::reset::ResetFormat;
 use retry_budget::{ratio::Ratio, Policy, Secs};
-use tower_retry_budget::hold_off::{HoldOff, RedisAllowance, RedisStore};
+use tower_retry_budget::hold_off::{HoldOff, RedisStore};
 use tower_retry_budget::idempotent_paths::IdempotentPathsLayer;
 use tower_retry_budget::pace::Pacing;
 use tower_retry_budget::peek::PeekLayer;
@@ -204,12 +204,11 @@ impl RouteSpec {
                 .client_budget
                 .map(|budget| format!("{} {budget:?}", self.name)),
         };
-        let hold_off_redis = self.hold_off_redis()?;
         Ok(RouteConfig {
             shares,
             client_budget: self.client_budget()?,
-            pacing: self.pacing(hold_off_redis.as_ref())?,
-            hold_off_redis,
+            hold_off_redis: self.hold_off_redis()?,
+            pacing: self.pacing(),
             name: self.name,
             matcher: self.matcher,
             upstream: self.upstream.http2(self.http2),
@@ -238,11 +237,11 @@ impl RouteSpec {
     }
 
     /// The pacing, if on: every field the core reads, the operator's
-    /// pairs, resets held at most `max_hold`; with a Redis `store`, each
-    /// window's allowance is taken there, shared by the fleet.
-    fn pacing(&self, store: Option<&RedisStore>) -> Result<Option<Pacing>, String> {
+    /// pairs, resets held at most `max_hold` (shared with a fleet on the
+    /// Redis store, if any, once a runtime runs: [`super::stack::pacing`]).
+    fn pacing(&self) -> Option<Pacing> {
         if !self.pace {
-            return Ok(None);
+            return None;
         }
         let reader = self.pace_headers.iter().fold(
             QuotaReader::new().max_hold(self.max_hold),
@@ -260,12 +259,7 @@ impl RouteSpec {
             max_hold: self.max_hold,
             ..PacerConfig::default()
         };
-        let pacing = Pacing::new().reader(reader).config(config);
-        let Some(store) = store else {
-            return Ok(Some(pacing));
-        };
-        let allowance = RedisAllowance::new(store).map_err(|e| format!("--hold-off-redis: {e}"))?;
-        Ok(Some(pacing.shared(allowance)))
+        Some(Pacing::new().reader(reader).config(config))
     }
 
     /// The shared hold-off's store, if one is named.

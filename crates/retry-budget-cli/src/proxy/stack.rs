@@ -46,7 +46,7 @@ use tower_retry_budget::{
     body_replay::{ReplayBody, ReplayBodyLayer},
     budget::ClientBudget,
     calendar::UntrustedCalendar,
-    hold_off::HoldOff,
+    hold_off::{HoldOff, RedisAllowance},
     is_budgeted,
     pace::Pacing,
     peek::{Peek, PeekLayer},
@@ -176,6 +176,24 @@ pub fn hold_off(config: &RouteConfig) -> Result<Option<HoldOff>, String> {
         .build()
         .map(Some)
         .map_err(|e| format!("--hold-off-redis: {e}"))
+}
+
+/// A route's pacing, unless it is off; with `--hold-off-redis`, its
+/// windows' allowance shared with the other proxies on the same store (its
+/// task starts on the current runtime).
+///
+/// # Errors
+///
+/// A one-line message naming the flag.
+pub fn pacing(config: &RouteConfig) -> Result<Option<Pacing>, String> {
+    let Some(pacing) = config.pacing.clone() else {
+        return Ok(None);
+    };
+    let Some(store) = &config.hold_off_redis else {
+        return Ok(Some(pacing));
+    };
+    let allowance = RedisAllowance::new(store).map_err(|e| format!("--hold-off-redis: {e}"))?;
+    Ok(Some(pacing.shared(allowance)))
 }
 
 impl Stack {
