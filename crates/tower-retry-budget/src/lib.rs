@@ -108,6 +108,7 @@
 //! | `trace.rs` | `tracing` events |
 //! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
 //! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, and a used-up quota's short hold, bounded in time and space |
+//! | `pace.rs`, `pace/` | extra: [`Pacing`](crate::pace::Pacing), the quota a service announces respected before it is spent (one pacer per upstream; `pace/fleet.rs`: a window's allowance taken on Redis by a fleet) |
 //! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
 //! | `cancel.rs` | extra: the caller's `CancellationToken` |
 //! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |
