@@ -104,7 +104,7 @@
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
 //! | `calendar.rs` | the injectable calendar clock for HTTP-dates |
 //! | `error.rs` | [`Error`], keeping the inner error typed |
-//! | `response_signal.rs` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget ([`HttpSignal`](crate::response_signal::HttpSignal), [`GrpcSignal`](crate::response_signal::GrpcSignal), [`ResetSignal`](crate::response_signal::ResetSignal)), read into the core's `Answer` |
+//! | `response_signal/` | [`RetrySignal`](crate::response_signal::RetrySignal): what a response head tells the budget, read into the core's `Answer` ([`HttpSignal`](crate::response_signal::HttpSignal) in `mod.rs`, [`GrpcSignal`](crate::response_signal::GrpcSignal) in `grpc.rs`, [`ResetSignal`](crate::response_signal::ResetSignal) in `reset.rs`, the providers' tables as data in `provider.rs`) |
 //! | `trace.rs` | `tracing` events |
 //! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
 //! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, and a used-up quota's short hold, bounded in time and space |
