@@ -211,7 +211,7 @@ impl Extra for Pacing {
 /// latest attempt was sent.
 struct Paced {
     pacing: Pacing,
-    key: String,
+    key: Arc<str>,
     admission: Option<Admission>,
     sent_at: Option<Duration>,
 }
