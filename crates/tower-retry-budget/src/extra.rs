@@ -319,7 +319,12 @@ impl Extras {
                     };
                     (part.moments().and(event), part)
                 };
-                let mut all = vec![with_moments(first), with_moments(second)];
+                // Room for every part that may still be made (at most one
+                // per extra asked), so that the list is allocated once.
+                let rest = made.size_hint();
+                let mut all = Vec::with_capacity(rest.1.unwrap_or(rest.0).saturating_add(2));
+                all.push(with_moments(first));
+                all.push(with_moments(second));
                 all.extend(made.map(with_moments));
                 Box::new(Many(all))
             }

@@ -295,7 +295,7 @@ impl Extra for Pacing {
 /// latest attempt was sent.
 struct Paced {
     pacing: Pacing,
-    key: String,
+    key: Arc<str>,
     admission: Option<Admission>,
     sent_at: Option<Duration>,
     /// The quota fields of the latest response set aside or clamped, for

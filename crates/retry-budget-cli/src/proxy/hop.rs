@@ -22,24 +22,42 @@ use http::{HeaderMap, HeaderName};
 const KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 const PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// What [`strip`] removes in both directions, besides the fields
-/// `Connection` names.
-static HOP: [HeaderName; 5] = [
+/// What [`strip`] removes from a request: the fields removed in both
+/// directions (`Connection` first), then `Proxy-Authorization` and `TE`.
+static REQUEST: [HeaderName; 7] = [
     CONNECTION,
     KEEP_ALIVE,
     PROXY_CONNECTION,
     TRANSFER_ENCODING,
     UPGRADE,
+    PROXY_AUTHORIZATION,
+    TE,
+];
+
+/// The bit of `TE` in a mask of [`REQUEST`]'s names.
+const REQUEST_TE: u32 = 1 << 6;
+
+/// What [`strip`] removes from a response: the fields removed in both
+/// directions (`Connection` first), then `TE` and `Proxy-Authenticate`.
+static RESPONSE: [HeaderName; 7] = [
+    CONNECTION,
+    KEEP_ALIVE,
+    PROXY_CONNECTION,
+    TRANSFER_ENCODING,
+    UPGRADE,
+    TE,
+    PROXY_AUTHENTICATE,
 ];
 
 /// Removes the hop-by-hop fields of a request about to be forwarded.
 pub fn strip_request(headers: &mut HeaderMap) {
-    let trailers = headers.keys().any(|name| name == TE)
+    let present = present(headers, &REQUEST);
+    let trailers = present & REQUEST_TE != 0
         && headers
             .get_all(TE)
             .iter()
             .any(|v| v.to_str().is_ok_and(names_trailers));
-    strip(headers, &[PROXY_AUTHORIZATION, TE]);
+    strip(headers, &REQUEST, present);
     if trailers {
         headers.insert(TE, http::HeaderValue::from_static("trailers"));
     }
@@ -47,28 +65,35 @@ pub fn strip_request(headers: &mut HeaderMap) {
 
 /// Removes the hop-by-hop fields of a response about to be relayed.
 pub fn strip_response(headers: &mut HeaderMap) {
-    strip(headers, &[TE, PROXY_AUTHENTICATE]);
+    let present = present(headers, &RESPONSE);
+    strip(headers, &RESPONSE, present);
 }
 
-/// Removes [`HOP`], `extra` and the fields `Connection` names. One pass
-/// over the names present marks which of the listed names to remove (most
-/// messages have none of them, or only `Connection: keep-alive`, which
-/// names a listed field); a field `Connection` names that is not listed is
-/// removed by its name as written, with no `HeaderName` built for it.
-fn strip(headers: &mut HeaderMap, extra: &[HeaderName]) {
-    debug_assert!(HOP.len() + extra.len() <= 32, "one bit per listed name");
-    let listed = || HOP.iter().chain(extra);
+/// Which of the `listed` names are present, one bit each, in one pass over
+/// the names present (most messages have none of them, or only
+/// `Connection: keep-alive`, which names a listed field).
+fn present(headers: &HeaderMap, listed: &[HeaderName; 7]) -> u32 {
     let mut present = 0u32;
     for name in headers.keys() {
-        if let Some(index) = listed().position(|listed| listed == name) {
-            present |= 1 << index;
+        for (bit, hop) in listed.iter().enumerate() {
+            if hop == name {
+                present |= 1 << bit;
+                break;
+            }
         }
     }
+    present
+}
+
+/// Removes the `listed` names marked `present` and the fields `Connection`
+/// (`listed[0]`) names; a field `Connection` names that is not listed is
+/// removed by its name as written, with no `HeaderName` built for it.
+fn strip(headers: &mut HeaderMap, listed: &[HeaderName; 7], present: u32) {
     if present == 0 {
         return;
     }
-    // `HOP[0]` is `Connection`: the fields it names, read while it is
-    // still there. A name that is listed is already marked if present.
+    // The fields `Connection` names, read while it is still there. A name
+    // that is listed is already marked if present.
     let mut named: Vec<String> = Vec::new();
     if present & 1 != 0 {
         let tokens = headers
@@ -78,12 +103,15 @@ fn strip(headers: &mut HeaderMap, extra: &[HeaderName]) {
             .flat_map(|v| v.split(','))
             .map(str::trim)
             .filter(|token| {
-                !token.is_empty() && !listed().any(|l| l.as_str().eq_ignore_ascii_case(token))
+                !token.is_empty()
+                    && !listed
+                        .iter()
+                        .any(|l| l.as_str().eq_ignore_ascii_case(token))
             });
         named.extend(tokens.map(str::to_owned));
     }
-    for (index, name) in listed().enumerate() {
-        if present & (1 << index) != 0 {
+    for (bit, name) in listed.iter().enumerate() {
+        if present & (1 << bit) != 0 {
             headers.remove(name);
         }
     }

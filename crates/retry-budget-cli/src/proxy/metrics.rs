@@ -43,7 +43,7 @@ use prometheus_client::registry::{Registry, Unit};
 use retry_budget::{
     trail::{Event, EventKind, WaitBasis},
     trail_text::basis_name,
-    Outcome, Report,
+    Category, Outcome, Report,
 };
 use tower_retry_budget::{
     hold_off::HoldOff,
@@ -128,6 +128,33 @@ fn inc_series(cache: &[OnceLock<Counter>], index: usize, make: impl FnOnce() -> 
     };
 }
 
+/// The categories an action's series is cached for, `None` first.
+const CATEGORIES: [Option<Category>; 9] = [
+    None,
+    Some(Category::RateLimit),
+    Some(Category::Quota),
+    Some(Category::NotConfigured),
+    Some(Category::ClientError),
+    Some(Category::ServerError),
+    Some(Category::Timeout),
+    Some(Category::Transport),
+    Some(Category::Cancelled),
+];
+
+/// The cached `actions` series: one per outcome and category.
+const ACTION_SERIES: usize = Outcome::ALL.len() * CATEGORIES.len();
+
+/// The index of the `actions` series of `outcome` and `category` in the
+/// cache (`usize::MAX`, outside it, for one the cache does not know).
+fn action_index(outcome: Outcome, category: Option<Category>) -> usize {
+    let outcome = Outcome::ALL.iter().position(|o| *o == outcome);
+    let category = CATEGORIES.iter().position(|c| *c == category);
+    match (outcome, category) {
+        (Some(o), Some(c)) => o * CATEGORIES.len() + c,
+        _ => usize::MAX,
+    }
+}
+
 /// The hasher of the maps keyed by action id: `FxHash` (the ids are the
 /// process's own counters, never a client's input).
 type IdHash = rustc_hash::FxBuildHasher;
@@ -179,10 +206,12 @@ struct Inner {
     /// The per-request series, each looked up in its family once and then
     /// incremented through this handle (a family lookup hashes its labels
     /// and takes a lock): `attempts` by first/retry, `responses` by status
-    /// (100-999), `bodies` by ending.
+    /// (100-999), `bodies` by ending, `actions` by outcome and category
+    /// ([`action_index`]).
     attempt_series: [OnceLock<Counter>; 2],
     status_series: Box<[OnceLock<Counter>]>,
     body_series: [OnceLock<Counter>; 4],
+    action_series: Box<[OnceLock<Counter>]>,
     /// Actions whose caller's request body broke: counted as the caller's
     /// fault, not the upstream's.
     caller_faults: Mutex<std::collections::HashSet<u64, IdHash>>,
@@ -334,6 +363,7 @@ impl Metrics {
             attempt_series: Default::default(),
             status_series: (0..1000).map(|_| OnceLock::new()).collect(),
             body_series: Default::default(),
+            action_series: (0..ACTION_SERIES).map(|_| OnceLock::new()).collect(),
             caller_faults: Mutex::default(),
             any_caller_faults: std::sync::atomic::AtomicBool::new(false),
         };
@@ -501,16 +531,32 @@ impl Metrics {
 
     /// The report of an action that ended.
     pub fn report(&self, report: &Report) {
-        let category = report.category().map_or("none", |c| c.as_str());
-        self.count(report, report.outcome.as_str(), category);
+        let category = report.category();
+        let index = action_index(report.outcome, category);
+        let category = category.map_or("none", Category::as_str);
+        self.count_at(report, index, report.outcome.as_str(), category);
     }
 
     fn count(&self, report: &Report, outcome: &'static str, category: &'static str) {
-        self.inner
-            .actions
-            .get_or_create(&ActionLabels { outcome, category })
-            .inc();
-        self.inner.duration.observe(report.elapsed.as_secs_f64());
+        self.count_at(report, usize::MAX, outcome, category);
+    }
+
+    /// [`count`](Self::count) through the series cached at `index`
+    /// (none outside the cache).
+    fn count_at(
+        &self,
+        report: &Report,
+        index: usize,
+        outcome: &'static str,
+        category: &'static str,
+    ) {
+        let m = &*self.inner;
+        inc_series(&m.action_series, index, || {
+            m.actions
+                .get_or_create(&ActionLabels { outcome, category })
+                .clone()
+        });
+        m.duration.observe(report.elapsed.as_secs_f64());
     }
 
     /// A client connection on `port` closed at once: the limit is reached.
@@ -658,6 +704,39 @@ mod tests {
             "retry_budget_actions_in_flight 0",
             "retry_budget_actions_waiting 0",
             "retry_budget_retries_throttled_total 0",
+        ] {
+            assert!(text.contains(line), "missing {line}:\n{text}");
+        }
+    }
+
+    /// The cached series of `actions`: each outcome and category its own,
+    /// counted as the family counts it.
+    #[test]
+    fn each_outcome_and_category_has_its_own_cached_series() {
+        let mut seen = std::collections::HashSet::new();
+        for outcome in Outcome::ALL {
+            for category in CATEGORIES {
+                let index = action_index(outcome, category);
+                assert!(index < ACTION_SERIES, "{outcome:?} {category:?}");
+                assert!(seen.insert(index), "{outcome:?} {category:?}");
+            }
+        }
+        let metrics = Metrics::new();
+        let ended = |status: u16| {
+            let mut action = Action::new(Policy::default());
+            action.attempt_started(Duration::ZERO);
+            action.response(Duration::from_millis(5), status, &RetryAfter::Missing, None);
+            action.into_report().unwrap()
+        };
+        for status in [200, 200, 503, 403, 200] {
+            metrics.report(&ended(status));
+        }
+        let text = metrics.encode();
+        for line in [
+            "retry_budget_actions_total{outcome=\"success\",category=\"none\"} 3\n",
+            "retry_budget_actions_total{outcome=\"not_retryable\",category=\"server_error\"} 1\n",
+            "retry_budget_actions_total{outcome=\"not_retryable\",category=\"not_configured\"} 1\n",
+            "retry_budget_action_duration_seconds_count 5\n",
         ] {
             assert!(text.contains(line), "missing {line}:\n{text}");
         }

@@ -10,6 +10,7 @@
 //! lower-cased (RFC 3986 §3.2.2).
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use http::header::HOST;
 use http::uri::{Authority, Scheme};
@@ -19,15 +20,17 @@ use http::{HeaderMap, Uri};
 
 /// The key of a request.
 #[cfg(test)]
-fn authority_of<B>(request: &Request<B>) -> Option<String> {
+fn authority_of<B>(request: &Request<B>) -> Option<Arc<str>> {
     authority_in(request.uri(), request.headers())
 }
 
 /// The key of a request with this URI and these headers:
 /// `scheme://host:port` from its URI, or from its `Host` header for a
 /// relative URI (scheme `http` then, which is what a request in origin
-/// form over a plain connection is).
-pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<String> {
+/// form over a plain connection is). Shared: the hold-off and pacing ask
+/// for it per request, and a key made before on this thread for the same
+/// scheme and authority is handed out again without a copy.
+pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<Arc<str>> {
     let scheme = uri.scheme().unwrap_or(&Scheme::HTTP);
     if let Some(authority) = uri.authority() {
         return Some(key(scheme, authority));
@@ -37,7 +40,7 @@ pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<String> {
     Some(key(scheme, &authority))
 }
 
-fn key(scheme: &Scheme, authority: &Authority) -> String {
+fn key(scheme: &Scheme, authority: &Authority) -> Arc<str> {
     LAST.with(|last| {
         let mut last = last.borrow_mut();
         // Host and port as written: never the userinfo.
@@ -49,7 +52,7 @@ fn key(scheme: &Scheme, authority: &Authority) -> String {
                 made.key.clone()
             }
             _ => {
-                let key = make_key(raw_scheme, authority);
+                let key: Arc<str> = make_key(raw_scheme, authority).into();
                 *last = Some(Made {
                     scheme: raw_scheme.into(),
                     authority: raw_authority.into(),
@@ -66,15 +69,15 @@ fn key(scheme: &Scheme, authority: &Authority) -> String {
 struct Made {
     scheme: Box<str>,
     authority: Box<str>,
-    key: String,
+    key: Arc<str>,
 }
 
 thread_local! {
     /// The last key made on this thread: a client sends nearly all its
     /// requests to a few services, and the key is asked for per request
     /// (by the hold-off and by pacing), so that one made from the same
-    /// scheme and authority text is copied rather than parsed and
-    /// lower-cased again.
+    /// scheme and authority text is shared rather than parsed, lower-cased
+    /// and allocated again.
     static LAST: RefCell<Option<Made>> = const { RefCell::new(None) };
 }
 
@@ -89,7 +92,7 @@ fn make_key(scheme: &str, authority: &Authority) -> String {
             None
         }
     });
-    // One allocation per request: `scheme://host:port`, lowercased.
+    // One allocation per key made: `scheme://host:port`, lowercased.
     let mut key = String::with_capacity(scheme.len() + host.len() + 9);
     key.push_str(scheme);
     key.push_str("://");
@@ -106,7 +109,7 @@ fn make_key(scheme: &str, authority: &Authority) -> String {
 mod tests {
     use super::*;
 
-    fn of(uri: &str) -> Option<String> {
+    fn of(uri: &str) -> Option<Arc<str>> {
         authority_of(&Request::get(uri).body(()).unwrap())
     }
 
@@ -143,7 +146,7 @@ mod tests {
             Some("http://a.test:8080")
         );
         let with_credentials = of("https://alice:s3cret@a.test:8443/private").unwrap();
-        assert_eq!(with_credentials, "https://a.test:8443");
+        assert_eq!(&*with_credentials, "https://a.test:8443");
         assert!(!with_credentials.contains("alice") && !with_credentials.contains("s3cret"));
         assert_eq!(
             of("http://[::1]:9000/").as_deref(),

@@ -3,6 +3,8 @@
 //! published for the others.
 #![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
+use std::sync::Arc;
+
 use http::request::Parts;
 use retry_budget::ClientEffects;
 
@@ -28,7 +30,7 @@ const QUOTA_HELD: &str = "quota_held";
 /// The client's hold-off map and one request's key in it.
 struct Keyed {
     map: HoldOff,
-    key: String,
+    key: Arc<str>,
 }
 
 impl ActionExtra for Keyed {
