@@ -345,12 +345,14 @@ fn the_files_reference_the_metrics_they_are_about() {
         assert!(dashboard.contains(name), "{name} not in {dashboard:?}");
     }
     let alerts: BTreeSet<String> = alert_exprs().iter().flat_map(|e| metric_names(e)).collect();
-    assert_eq!(alert_exprs().len(), 4, "{:?}", alert_exprs());
+    assert_eq!(alert_exprs().len(), 6, "{:?}", alert_exprs());
     assert_eq!(
         alerts.into_iter().collect::<Vec<_>>(),
         [
             "retry_budget_actions_total",
             "retry_budget_hold_off_store_available",
+            "retry_budget_route_failing",
+            "retry_budget_route_upstream_responses_total",
             "retry_budget_upstream_responses_total",
             "up",
         ]
