@@ -416,7 +416,7 @@ impl Paced {
             && self
                 .pacing
                 .lock()
-                .get(&self.key)
+                .get(&*self.key)
                 .is_some_and(|pacer| !pacer.fleet_windows(self.pacing.now()).is_empty())
     }
 
