@@ -492,3 +492,52 @@ fn formats_together_each_give_their_limits() {
         ]
     );
 }
+
+#[test]
+fn names_in_any_case_among_fields_no_format_reads() {
+    let reader = QuotaReader::new().pair(
+        "api",
+        "x-api-left",
+        "x-api-reset-in",
+        ResetFormat::Duration,
+        TOKENS,
+    );
+    let reading = read_with(
+        &reader,
+        &[
+            ("Server", "nginx"),
+            ("RATELIMIT-POLICY", r#""d";q=10;w=60"#),
+            ("Date", "Thu, 03 Dec 2026 08:00:00 GMT"),
+            ("RateLimit", r#""d";r=1;t=2"#),
+            ("X-RateLimits", "9"),
+            ("X-RATELIMIT-REMAINING-TOKENS", "5"),
+            ("Content-Type", "text/plain"),
+            ("x-RateLimit-Reset-Tokens", "3s"),
+            ("X-API-LEFT", "7"),
+            ("X-Api-Reset-In", "2s"),
+            ("x-api-left", "8"),
+        ],
+        None,
+    );
+    assert_eq!(
+        reading.states,
+        vec![
+            with(state("d", REQUESTS, 1, s(2)), Some(10), Some(s(60))),
+            state("tokens", TOKENS, 5, s(3)),
+            state("api", TOKENS, 7, s(2)),
+        ]
+    );
+    assert_eq!(whys(&reading), vec![QuotaIgnored::Repeated]);
+
+    let unrelated = read_with(
+        &reader,
+        &[
+            ("Server", "nginx"),
+            ("Content-Length", "3"),
+            ("X-Api-Left-Over", "1"),
+            ("Agent", "x"),
+        ],
+        None,
+    );
+    assert_eq!(unrelated, QuotaReading::default());
+}

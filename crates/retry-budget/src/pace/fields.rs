@@ -14,6 +14,11 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// Whether there is no line at all.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+
     /// A field that holds one value: its first line; any further line is
     /// noted as [`QuotaIgnored::Repeated`].
     pub(crate) fn single(&self, name: &str, reading: &mut QuotaReading) -> Option<&'a [u8]> {

@@ -106,7 +106,12 @@ impl QuotaReader {
         headers: impl IntoIterator<Item = (&'a str, &'a [u8])>,
         calendar: Option<SystemTime>,
     ) -> QuotaReading {
-        let fields = Fields::new(headers);
+        // Only the lines a format could look up are kept: most heads
+        // carry none, and are then read in one pass over their names.
+        let fields = Fields::new(headers.into_iter().filter(|(name, _)| self.knows(name)));
+        if fields.is_empty() {
+            return QuotaReading::default();
+        }
         let mut sink = Sink {
             reading: QuotaReading::default(),
             calendar,
@@ -130,7 +135,26 @@ impl QuotaReader {
         }
         sink.reading
     }
+
+    /// Whether `name` (any case) may be a field some format reads: it
+    /// starts as one of the built-in formats' names or is an operator
+    /// pair's. Hand-written: a prefix test, not worth a crate.
+    fn knows(&self, name: &str) -> bool {
+        let name_bytes = name.as_bytes();
+        KNOWN_PREFIXES.iter().any(|prefix| {
+            name_bytes
+                .get(..prefix.len())
+                .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
+        }) || self.pairs.iter().any(|pair| {
+            name.eq_ignore_ascii_case(&pair.remaining) || name.eq_ignore_ascii_case(&pair.reset)
+        })
+    }
 }
+
+/// What every field name the built-in formats read starts with: `Age`,
+/// the IETF fields (`ietf.rs`) and the vendors' (`vendor.rs`). A name
+/// added there must start with one of these.
+const KNOWN_PREFIXES: [&str; 4] = ["age", "ratelimit", "x-ratelimit-", "anthropic-ratelimit-"];
 
 /// Where the formats' readers put what they found.
 pub(crate) struct Sink {
