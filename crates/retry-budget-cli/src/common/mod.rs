@@ -21,6 +21,7 @@ pub mod duration_arg;
 pub mod escape;
 pub mod exit;
 pub mod headers;
+pub mod idempotency;
 pub mod leave;
 pub mod redact;
 pub mod run;

@@ -33,6 +33,7 @@ use super::progress::{Console, Progress, ProgressLayer, INDENT};
 use super::{Options, Target};
 use crate::common::connector;
 use crate::common::headers::{self, Sensitive};
+use crate::common::idempotency::has_idempotency_key;
 use crate::common::leave::{self, Leave};
 use crate::common::run::{chain, usage_error};
 use crate::common::{redact, url};
@@ -131,7 +132,7 @@ async fn prepare(
 /// The policy `request` is sent under: `policy`, or one attempt of it for
 /// a write that nothing marks as safe to repeat.
 fn policy_for(request: &mut Request<Full<Bytes>>, policy: Policy) -> Policy {
-    if !tower_retry_budget::may_retry(request) && has_idempotency_key(request) {
+    if !tower_retry_budget::may_retry(request) && has_idempotency_key(request.headers()) {
         // A write that carries an `Idempotency-Key` (sent unchanged with
         // every copy): the caller says repeating it is the same operation,
         // as the proxy reads it.
@@ -149,16 +150,6 @@ fn policy_for(request: &mut Request<Full<Bytes>>, policy: Policy) -> Policy {
         }
     }
     policy
-}
-
-/// Whether `request` has an `Idempotency-Key` with a value (an empty one is
-/// no key).
-fn has_idempotency_key<B>(request: &Request<B>) -> bool {
-    request
-        .headers()
-        .get_all("idempotency-key")
-        .iter()
-        .any(|v| v.as_bytes().iter().any(|b| !b.is_ascii_whitespace()))
 }
 
 /// The first lines: what is sent, under which budget.

@@ -14,14 +14,13 @@
 use std::time::Duration;
 
 use http::request::Parts;
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue};
 use retry_budget::{Policy, PolicyError};
 
 use super::attempt::{AttemptCounter, ATTEMPT};
 use super::route::RouteConfig;
+use crate::common::idempotency::has_idempotency_key;
 
-/// `Idempotency-Key`: the caller's mark that a write may be repeated.
-const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 /// `x-stainless-retry-count`: OpenAI's and Anthropic's SDKs number their
 /// retries with it (0 for the first request).
 pub const SDK_RETRY_COUNT: HeaderName = HeaderName::from_static("x-stainless-retry-count");
@@ -109,15 +108,6 @@ fn incoming_attempt(value: &HeaderValue) -> u32 {
     }
 }
 
-/// Whether the (hop-by-hop-free) request has an `Idempotency-Key` with a
-/// value: an empty one is no key.
-fn has_idempotency_key(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(IDEMPOTENCY_KEY)
-        .iter()
-        .any(|v| v.as_bytes().iter().any(|b| !b.is_ascii_whitespace()))
-}
-
 /// The one-attempt policy of a request that must go once (the core's
 /// builder checks it).
 pub fn once_policy(policy: Policy) -> Result<Policy, PolicyError> {
@@ -201,17 +191,5 @@ mod tests {
                 "{given:?}"
             );
         }
-    }
-
-    #[test]
-    fn an_empty_idempotency_key_is_no_key() {
-        let mut headers = http::HeaderMap::new();
-        assert!(!has_idempotency_key(&headers));
-        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static(""));
-        assert!(!has_idempotency_key(&headers));
-        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("  "));
-        assert!(!has_idempotency_key(&headers));
-        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("k-1"));
-        assert!(has_idempotency_key(&headers));
     }
 }

@@ -317,6 +317,7 @@ fn retry_after(headers: &HeaderMap) -> RetryAfter {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
     use std::time::Duration;
 
     use http::HeaderName;
@@ -358,8 +359,6 @@ mod tests {
         assert_eq!(ResetSignal::anthropic(), by_hand);
         assert_ne!(ResetSignal::openai(), ResetSignal::anthropic());
     }
-
-    use super::*;
 
     fn head(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut headers = HeaderMap::new();
