@@ -176,18 +176,22 @@ impl std::fmt::Debug for Kept {
 }
 
 /// The value of `key` in `made` (this configuration's), else in `kept`
-/// (the running one's), else `fresh`; recorded in `made`.
+/// (the running one's), else what `make` builds (only then: a hold-off or
+/// a fleet's pacing starts a task); recorded in `made`.
 fn share<T: Clone>(
     key: Option<&String>,
     (made, kept): (&mut HashMap<String, T>, &HashMap<String, T>),
-    fresh: Option<T>,
-) -> Option<T> {
+    make: impl FnOnce() -> Result<Option<T>, String>,
+) -> Result<Option<T>, String> {
     let Some(key) = key else {
-        return fresh;
+        return make();
     };
-    let value = made.get(key).or_else(|| kept.get(key)).cloned().or(fresh)?;
+    let found = made.get(key).or_else(|| kept.get(key)).cloned();
+    let Some(value) = found.map_or_else(make, |value| Ok(Some(value)))? else {
+        return Ok(None);
+    };
     made.insert(key.clone(), value.clone());
-    Some(value)
+    Ok(Some(value))
 }
 
 /// A route's shared parts, its stateful ones taken from `made` or `kept`
@@ -200,39 +204,22 @@ fn prepare(
 ) -> Result<(RouteConfig, Shared), String> {
     let mut route = route.clone();
     let keys = route.shares.clone();
-    let found = keys
-        .hold_off
-        .as_ref()
-        .and_then(|key| made.hold_offs.get(key).or_else(|| kept.hold_offs.get(key)))
-        .cloned();
-    let fresh = match found {
-        Some(map) => Some(map),
-        None => hold_off(&route)?,
-    };
     let map = share(
         keys.hold_off.as_ref(),
         (&mut made.hold_offs, &kept.hold_offs),
-        fresh,
-    );
-    let found = keys
-        .pacing
-        .as_ref()
-        .and_then(|key| made.pacings.get(key).or_else(|| kept.pacings.get(key)))
-        .cloned();
-    let fresh = match found {
-        Some(pacing) => Some(pacing),
-        None => pacing(&route)?,
-    };
+        || hold_off(&route),
+    )?;
     route.pacing = share(
         keys.pacing.as_ref(),
         (&mut made.pacings, &kept.pacings),
-        fresh,
-    );
+        || pacing(&route),
+    )?;
+    let budget = route.client_budget.take();
     route.client_budget = share(
         keys.client_budget.as_ref(),
         (&mut made.budgets, &kept.budgets),
-        route.client_budget.take(),
-    );
+        || Ok(budget),
+    )?;
     let shared = Shared::new(&route, (concurrency.cloned(), named), metrics.clone(), map)?;
     Ok((route, shared))
 }
