@@ -192,6 +192,8 @@ pub struct Proxy {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
     pub lines: Arc<Mutex<Vec<String>>>,
+    /// The thread collecting stderr: done once the proxy's stderr closed.
+    reader: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Proxy {
@@ -244,7 +246,7 @@ impl Proxy {
         let stderr = child.stderr.take().expect("stderr");
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink = lines.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 sink.lock().unwrap().push(line);
@@ -255,6 +257,7 @@ impl Proxy {
             addr: "127.0.0.1:1".parse().unwrap(),
             admin: "127.0.0.1:1".parse().unwrap(),
             lines,
+            reader: Mutex::new(Some(reader)),
         };
         let first = proxy.wait_line("listening on ");
         let after = |marker: &str, end: char| -> SocketAddr {
@@ -330,6 +333,11 @@ impl Proxy {
         loop {
             let exited = self.child.lock().unwrap().try_wait().expect("try_wait");
             if let Some(status) = exited {
+                // Every line the proxy wrote is collected before its exit
+                // is told: the reader ends at the closed pipe.
+                if let Some(reader) = self.reader.lock().unwrap().take() {
+                    let _ = reader.join();
+                }
                 return status;
             }
             assert!(
