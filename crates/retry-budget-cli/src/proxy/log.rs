@@ -82,69 +82,74 @@ impl<'a> ActionLine<'a> {
 
     /// Appends the line, without its newline, to `line`.
     fn render_to(&self, format: LogFormat, line: &mut String) {
-        use std::fmt::Write as _;
         let now = SystemTime::now();
         match format {
-            LogFormat::Json => {
-                let elapsed_s = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
-                let mut json = serde_json::json!({
-                    "time": humantime::format_rfc3339_millis(now).to_string(),
-                    "method": self.method.as_str(),
-                    "url": logged_uri(self.url).to_string(),
-                    "outcome": self.outcome,
-                    "attempts": self.attempts,
-                    "elapsed_s": elapsed_s,
-                    "last_status": self.last_status,
-                });
-                if let Some(map) = json.as_object_mut() {
-                    if let Some(route) = self.route {
-                        map.insert("route".into(), route.into());
-                    }
-                    if let Some(once) = self.once {
-                        map.insert("forwarded_once".into(), once.into());
-                    }
-                    if let Some(body) = self.body {
-                        map.insert("body".into(), body.as_str().into());
-                    }
-                }
-                let _ = write!(line, "{json}");
+            LogFormat::Json => self.render_json(now, line),
+            LogFormat::Text => self.render_text(now, line),
+        }
+    }
+
+    /// The line as one JSON object.
+    fn render_json(&self, now: SystemTime, line: &mut String) {
+        use std::fmt::Write as _;
+        let elapsed_s = (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0;
+        let mut json = serde_json::json!({
+            "time": humantime::format_rfc3339_millis(now).to_string(),
+            "method": self.method.as_str(),
+            "url": logged_uri(self.url).to_string(),
+            "outcome": self.outcome,
+            "attempts": self.attempts,
+            "elapsed_s": elapsed_s,
+            "last_status": self.last_status,
+        });
+        if let Some(map) = json.as_object_mut() {
+            if let Some(route) = self.route {
+                map.insert("route".into(), route.into());
             }
-            LogFormat::Text => {
-                // Written in place, with `fmt` only for the URL: no string
-                // per field, and numbers through `itoa` (a `String`'s
-                // `fmt::Write` cannot fail).
-                push_time(line, now);
-                line.push(' ');
-                line.push_str(self.method.as_str());
-                line.push(' ');
-                let _ = logged_uri(self.url).write_to(line);
-                if let Some(route) = self.route {
-                    line.push_str(" route=");
-                    line.push_str(route);
-                }
-                line.push_str(" outcome=");
-                line.push_str(self.outcome);
-                line.push_str(" attempts=");
-                line.push_str(itoa::Buffer::new().format(self.attempts));
-                line.push_str(" elapsed=");
-                push_seconds(line, self.elapsed);
-                line.push('s');
-                if let Some(body) = self.body {
-                    line.push_str(" body=");
-                    line.push_str(body.as_str());
-                }
-                match self.last_status {
-                    Some(status) => {
-                        line.push_str(" last_status=");
-                        line.push_str(itoa::Buffer::new().format(status));
-                    }
-                    None => line.push_str(" last_status=none"),
-                }
-                if let Some(once) = self.once {
-                    line.push_str(" forwarded_once=");
-                    line.push_str(once);
-                }
+            if let Some(once) = self.once {
+                map.insert("forwarded_once".into(), once.into());
             }
+            if let Some(body) = self.body {
+                map.insert("body".into(), body.as_str().into());
+            }
+        }
+        let _ = write!(line, "{json}");
+    }
+
+    /// The line as `key=value` text, written in place, with `fmt` only for
+    /// the URL: no string per field, and numbers through `itoa` (a
+    /// `String`'s `fmt::Write` cannot fail).
+    fn render_text(&self, now: SystemTime, line: &mut String) {
+        push_time(line, now);
+        line.push(' ');
+        line.push_str(self.method.as_str());
+        line.push(' ');
+        let _ = logged_uri(self.url).write_to(line);
+        if let Some(route) = self.route {
+            line.push_str(" route=");
+            line.push_str(route);
+        }
+        line.push_str(" outcome=");
+        line.push_str(self.outcome);
+        line.push_str(" attempts=");
+        line.push_str(itoa::Buffer::new().format(self.attempts));
+        line.push_str(" elapsed=");
+        push_seconds(line, self.elapsed);
+        line.push('s');
+        if let Some(body) = self.body {
+            line.push_str(" body=");
+            line.push_str(body.as_str());
+        }
+        match self.last_status {
+            Some(status) => {
+                line.push_str(" last_status=");
+                line.push_str(itoa::Buffer::new().format(status));
+            }
+            None => line.push_str(" last_status=none"),
+        }
+        if let Some(once) = self.once {
+            line.push_str(" forwarded_once=");
+            line.push_str(once);
         }
     }
 

@@ -65,23 +65,7 @@ pub async fn run(
         );
     }
     match result {
-        Ok(response) if !(100..600).contains(&response.status().as_u16()) => {
-            let text = format!(
-                "retry-budget proxy: the upstream answered an invalid status ({})\n",
-                response.status()
-            );
-            own_end(
-                guard,
-                report,
-                StatusCode::BAD_GATEWAY,
-                &text,
-                INVALID_STATUS,
-            )
-        }
-        Ok(response) => {
-            let ends = (config.body_idle_timeout, route.config.preset.is_some());
-            relay_upstream(response, metrics, ends, guard, report)
-        }
+        Ok(response) => answer(response, (route, metrics, config), guard, report),
         Err(error) => {
             if let Some(report) = &report {
                 guard.log(report, None);
@@ -89,6 +73,31 @@ pub async fn run(
             failed(&error)
         }
     }
+}
+
+/// The upstream's final response, relayed, or the proxy's 502 when its
+/// status is outside 100-599.
+fn answer(
+    response: Response<PeekBody<Incoming>>,
+    (route, metrics, config): (&Route, &Metrics, &ProxyConfig),
+    guard: LogGuard,
+    report: Option<Report>,
+) -> Response<ProxyBody> {
+    if !(100..600).contains(&response.status().as_u16()) {
+        let text = format!(
+            "retry-budget proxy: the upstream answered an invalid status ({})\n",
+            response.status()
+        );
+        return own_end(
+            guard,
+            report,
+            StatusCode::BAD_GATEWAY,
+            &text,
+            INVALID_STATUS,
+        );
+    }
+    let ends = (config.body_idle_timeout, route.config.preset.is_some());
+    relay_upstream(response, metrics, ends, guard, report)
 }
 
 /// The upstream's response, relayed; logged when its body ends, with how

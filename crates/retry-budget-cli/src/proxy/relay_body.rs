@@ -153,30 +153,7 @@ impl Body for RelayBody {
                 Poll::Ready(None)
             }
             Poll::Pending => {
-                // Counted from the moment the upstream has nothing to give,
-                // not from the last frame: time the caller took to read is
-                // not the upstream's.
-                if !*this.armed {
-                    *this.armed = true;
-                    // Through the saturating mapping: a bound past
-                    // tokio's clock (a huge `--body-idle-timeout`) is never
-                    // reached, and arms no timer.
-                    match (
-                        this.timer.as_mut(),
-                        tower_retry_budget::instant_at(Instant::now(), *this.idle),
-                    ) {
-                        (Some(timer), Some(deadline)) => timer.as_mut().reset(deadline),
-                        (None, Some(deadline)) => {
-                            *this.timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
-                        }
-                        (_, None) => *this.timer = None,
-                    }
-                }
-                let fired = this
-                    .timer
-                    .as_mut()
-                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-                if fired {
+                if idle_over(this.timer, this.armed, *this.idle, cx) {
                     tracing::debug!(
                         target: "retry_budget::proxy",
                         "the upstream's response body was idle for {:?}: cut off",
@@ -197,6 +174,37 @@ impl Body for RelayBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// Whether the upstream, which has nothing to give, has now left the body
+/// idle for `idle`: the timer is armed at the first of these calls after a
+/// frame (counted from the moment the upstream has nothing to give, not
+/// from the last frame: time the caller took to read is not the
+/// upstream's), then polled.
+fn idle_over(
+    timer: &mut Option<Pin<Box<Sleep>>>,
+    armed: &mut bool,
+    idle: Duration,
+    cx: &mut Context<'_>,
+) -> bool {
+    if !*armed {
+        *armed = true;
+        // Through the saturating mapping: a bound past tokio's clock (a
+        // huge `--body-idle-timeout`) is never reached, and arms no timer.
+        match (
+            timer.as_mut(),
+            tower_retry_budget::instant_at(Instant::now(), idle),
+        ) {
+            (Some(timer), Some(deadline)) => timer.as_mut().reset(deadline),
+            (None, Some(deadline)) => {
+                *timer = Some(Box::pin(tokio::time::sleep_until(deadline)));
+            }
+            (_, None) => *timer = None,
+        }
+    }
+    timer
+        .as_mut()
+        .is_some_and(|timer| timer.as_mut().poll(cx).is_ready())
 }
 
 /// The caller's request body broke (malformed chunked framing, a stream

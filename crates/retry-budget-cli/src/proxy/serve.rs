@@ -201,15 +201,7 @@ async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, 
     let phases = Phases::default();
     let (threads, all_drained) =
         spawn_workers((config, &routes), &metrics, &gate, &phases, ready_workers)?;
-    let received = loop {
-        match signals.recv().await {
-            Some(Leave::Hangup) => routes.reload(),
-            Some(leave) => break leave.name(),
-            // No stop signal can arrive any more: serve until the process
-            // is killed.
-            None => std::future::pending().await,
-        }
-    };
+    let received = until_stopped(&mut signals, &routes).await;
     phases.stop.cancel();
     ready.store(false, Ordering::SeqCst);
     eprintln!(
@@ -220,6 +212,20 @@ async fn serve(config: ProxyConfig) -> Result<Vec<std::thread::JoinHandle<()>>, 
     wait_drained(all_drained, drain, &phases).await;
     admin_task.abort();
     Ok(threads)
+}
+
+/// Reloads the routes on each SIGHUP until a stop signal; returns its
+/// name.
+async fn until_stopped(signals: &mut LeaveListener, routes: &Routes) -> &'static str {
+    loop {
+        match signals.recv().await {
+            Some(Leave::Hangup) => routes.reload(),
+            Some(leave) => return leave.name(),
+            // No stop signal can arrive any more: serve until the process
+            // is killed.
+            None => std::future::pending().await,
+        }
+    }
 }
 
 /// The first line: where the proxy listens and what it serves (the
