@@ -3,9 +3,9 @@
 //! The retry layer sends copies of one request; this layer sees each copy
 //! as it goes out and
 //!
-//! * numbers it: `retry-budget-attempt: N` (1 for the first), from an
-//!   [`AttemptCounter`] in the request's extensions that every copy shares
-//!   (the copies clone the extensions, so they clone the `Arc`);
+//! * numbers it: `retry-budget-attempt: N` (1 for the first), the number
+//!   the retry layer gives the attempt in its [`AttemptDeadline`] (plus an
+//!   [`AttemptOffset`], if the request carries one);
 //! * writes the time the core reserved for it (the retry layer's
 //!   [`AttemptDeadline`]) into the caller's deadline header (see
 //!   [`CallerDeadline`]);
@@ -16,8 +16,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 #[cfg(test)]
@@ -34,30 +32,11 @@ use crate::common::redact::logged_uri;
 /// `retry-budget-attempt`: on every attempt sent upstream.
 pub const ATTEMPT: HeaderName = HeaderName::from_static("retry-budget-attempt");
 
-/// Request extension: how many attempts of this action were sent, shared by
-/// every copy of the request.
-#[derive(Debug, Clone, Default)]
-pub struct AttemptCounter {
-    sent: Arc<AtomicU32>,
-    /// Added to the number written in the header: a request forwarded once
-    /// because it is already a proxy's retry keeps the number it came with.
-    offset: u32,
-}
-
-impl AttemptCounter {
-    /// A counter whose first attempt is written as `first`.
-    pub fn starting_at(first: u32) -> Self {
-        Self {
-            sent: Arc::default(),
-            offset: first.saturating_sub(1),
-        }
-    }
-
-    /// Attempts sent so far.
-    pub fn sent(&self) -> u32 {
-        self.sent.load(Ordering::SeqCst)
-    }
-}
+/// Request extension, only on a request forwarded once because it is
+/// already a proxy's retry: added to the attempt number written in the
+/// header, so that the request keeps the number it came with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptOffset(pub u32);
 
 /// Adds [`Attempt`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -91,26 +70,19 @@ where
     }
 
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
-        let attempt = match request.extensions().get::<AttemptCounter>() {
-            Some(counter) => {
-                let n = counter
-                    .sent
-                    .fetch_add(1, Ordering::SeqCst)
-                    .saturating_add(1);
-                let shown = n.saturating_add(counter.offset);
-                request
-                    .headers_mut()
-                    .insert(ATTEMPT, super::reply::count(shown));
-                n
-            }
-            None => 1,
-        };
         let extensions = request.extensions();
-        if let (Some(caller), Some(reserved)) = (
-            extensions.get::<CallerDeadline>().copied(),
-            extensions.get::<AttemptDeadline>().copied(),
-        ) {
-            caller.write(request.headers_mut(), reserved.reservation);
+        let reserved = extensions.get::<AttemptDeadline>().copied();
+        let offset = extensions.get::<AttemptOffset>().map_or(0, |o| o.0);
+        let caller = extensions.get::<CallerDeadline>().copied();
+        let attempt = reserved.map_or(1, |reserved| reserved.attempt);
+        if let Some(reserved) = reserved {
+            let shown = reserved.attempt.saturating_add(offset);
+            request
+                .headers_mut()
+                .insert(ATTEMPT, super::reply::count(shown));
+            if let Some(caller) = caller {
+                caller.write(request.headers_mut(), reserved.reservation);
+            }
         }
         let span = tracing::info_span!(
             target: "retry_budget::proxy",
@@ -164,11 +136,20 @@ where
 mod tests {
     use super::*;
     use std::convert::Infallible;
-    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
     use tower::ServiceExt;
 
+    /// The retry layer's numbering of attempt `attempt`.
+    fn numbered(attempt: u32) -> AttemptDeadline {
+        AttemptDeadline {
+            attempt,
+            reservation: std::time::Duration::from_secs(1),
+        }
+    }
+
     #[tokio::test]
-    async fn copies_share_one_count_and_the_offset_is_kept() {
+    async fn attempts_are_numbered_as_the_retry_layer_numbers_them_and_the_offset_is_kept() {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         let upstream = tower::service_fn(move |req: Request<()>| {
@@ -178,23 +159,14 @@ mod tests {
             async { Ok::<_, Infallible>(Response::new(())) }
         });
         let service = AttemptLayer.layer(upstream);
-        let mut request = Request::new(());
-        request.extensions_mut().insert(AttemptCounter::default());
-        let copy = || {
-            let mut c = Request::new(());
-            *c.extensions_mut() = request.extensions().clone();
-            c
-        };
-        service.clone().oneshot(copy()).await.unwrap();
-        service.clone().oneshot(copy()).await.unwrap();
-        assert_eq!(
-            request.extensions().get::<AttemptCounter>().unwrap().sent(),
-            2
-        );
+        for attempt in [1, 2] {
+            let mut request = Request::new(());
+            request.extensions_mut().insert(numbered(attempt));
+            service.clone().oneshot(request).await.unwrap();
+        }
         let mut again = Request::new(());
-        again
-            .extensions_mut()
-            .insert(AttemptCounter::starting_at(3));
+        again.extensions_mut().insert(numbered(1));
+        again.extensions_mut().insert(AttemptOffset(2));
         service.oneshot(again).await.unwrap();
         assert_eq!(*seen.lock().unwrap(), ["1", "2", "3"]);
     }
@@ -308,12 +280,11 @@ mod tests {
             }
         });
         let service = AttemptLayer.layer(upstream);
-        let counter = AttemptCounter::default();
-        for _ in 0..2 {
+        for attempt in [1, 2] {
             let mut request = Request::get("http://u:p@127.0.0.1:9/x?token=t")
                 .body(())
                 .unwrap();
-            request.extensions_mut().insert(counter.clone());
+            request.extensions_mut().insert(numbered(attempt));
             service.clone().oneshot(request).await.unwrap();
         }
 

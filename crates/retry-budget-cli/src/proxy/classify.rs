@@ -17,7 +17,7 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 use retry_budget::{Policy, PolicyError};
 
-use super::attempt::{AttemptCounter, ATTEMPT};
+use super::attempt::{AttemptOffset, ATTEMPT};
 use super::route::RouteConfig;
 use crate::common::idempotency::has_idempotency_key;
 
@@ -83,13 +83,16 @@ impl Class {
         }
     }
 
-    /// The attempt counter: a proxy's retry forwarded once keeps its number.
-    pub fn counter(self) -> AttemptCounter {
+    /// What is added to the attempt number written upstream: a proxy's
+    /// retry forwarded once keeps its number (none for any other request).
+    pub fn offset(self) -> Option<AttemptOffset> {
         match self.once {
-            Some(Once::AlreadyARetry) => {
-                AttemptCounter::starting_at(self.incoming_attempt.unwrap_or(1))
-            }
-            _ => AttemptCounter::default(),
+            Some(Once::AlreadyARetry) => self
+                .incoming_attempt
+                .map(|first| first.saturating_sub(1))
+                .filter(|offset| *offset > 0)
+                .map(AttemptOffset),
+            _ => None,
         }
     }
 }

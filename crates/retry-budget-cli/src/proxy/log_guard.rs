@@ -10,7 +10,6 @@ use tokio::time::Instant;
 use tower_retry_budget::ReportSlot;
 
 use super::args::LogFormat;
-use super::attempt::AttemptCounter;
 use super::log::ActionLine;
 use super::relay_body::Ending;
 use crate::common::redact::logged_uri;
@@ -25,8 +24,6 @@ pub struct LogGuard {
     pub received: Instant,
     /// Where the layer leaves its report.
     pub slot: ReportSlot,
-    /// The attempts sent, for a report that never came.
-    pub counter: AttemptCounter,
     /// Why the request went once, if it did.
     pub once: Option<&'static str>,
     /// The config file's route that took it (none for the flags' one).
@@ -76,10 +73,9 @@ impl Drop for LogGuard {
             // reports; no outcome is made up if it did not.
             None => tracing::error!(
                 target: "retry_budget::proxy",
-                "internal error: the retry layer gave no report for {} {} ({} attempts sent)",
+                "internal error: the retry layer gave no report for {} {}",
                 self.method,
                 logged_uri(&self.url),
-                self.counter.sent(),
             ),
         }
     }

@@ -1,8 +1,9 @@
 //! What one action carries down the stack, set up once its policy is
-//! known: the request's extensions (attempt counter, report slot,
-//! cancellation, the caller's deadline, the idempotency mark, the
-//! observer's id), the caller's body watched for breaking, the action's
-//! span, and its log guard.
+//! known: the request's extensions (report slot, cancellation, the
+//! observer's id; on some requests the attempt offset of a proxy's retry
+//! forwarded once, the caller's deadline, the idempotency mark), the
+//! caller's body watched for breaking, the action's span, and its log
+//! guard.
 
 use std::sync::Arc;
 
@@ -64,7 +65,6 @@ pub fn start(
     let Setup {
         id, cancel, format, ..
     } = setup;
-    let counter = class.counter();
     let slot = ReportSlot::new();
     let broke = BrokeFlag::default();
     let body = {
@@ -77,9 +77,14 @@ pub fn start(
         })
     };
     let extensions = &mut parts.extensions;
-    extensions.insert(counter.clone());
+    // The three the layer reads, then the rare ones: a fourth entry grows
+    // the map that the first allocated (room for three).
     extensions.insert(slot.clone());
     extensions.insert(cancel);
+    extensions.insert(ActionId(id));
+    if let Some(offset) = class.offset() {
+        extensions.insert(offset);
+    }
     if let Some(allowed) = allowed {
         extensions.insert(CallerDeadline { allowed });
     }
@@ -88,13 +93,11 @@ pub fn start(
         // the same operation.
         extensions.insert(Idempotent);
     }
-    extensions.insert(ActionId(id));
     let guard = LogGuard {
         method: parts.method.clone(),
         url: parts.uri.clone(),
         received: setup.received,
         slot,
-        counter,
         once: class.once.map(Once::as_str),
         route: setup.route.clone(),
         format,
