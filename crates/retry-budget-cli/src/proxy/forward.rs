@@ -55,8 +55,8 @@ pub struct Proxy {
     pub table: Arc<ArcSwap<Table>>,
     /// Fired when the drain time is over: actions still running stop as
     /// `cancelled`. (The worker's own child of the process's token, so
-    /// that each request's child token is made under a node no other
-    /// thread touches.)
+    /// that each connection's token ([`Proxy::connection_token`]) is made
+    /// under a node no other thread touches.)
     pub cancel: CancellationToken,
     /// Numbers actions for the observer (one per request, whatever worker
     /// and layer instance serves it): this worker's next id, stepping by
@@ -86,6 +86,17 @@ impl Proxy {
         }
     }
 
+    /// The token of a new client connection: a child of the worker's.
+    /// The actions of an HTTP/1 connection carry it itself: the connection
+    /// serves one request at a time, and hyper reads no further request
+    /// from it once a request body broke (the one case in which an action
+    /// cancels its token), so no tree node is made per request. Each
+    /// HTTP/2 stream's action gets a child of it ([`handle`]): a stream
+    /// reset cancels that stream's action only.
+    pub fn connection_token(&self) -> CancellationToken {
+        self.cancel.child_token()
+    }
+
     /// A number no other action of this process has.
     fn next_id(&self) -> u64 {
         // Only this worker's thread numbers with it: no other thread
@@ -94,13 +105,17 @@ impl Proxy {
     }
 }
 
-/// Handles one request; never fails (every failure is a response).
+/// Handles one request, given its connection's token
+/// ([`Proxy::connection_token`]); never fails (every failure is a
+/// response).
 pub async fn handle(
     proxy: Arc<Proxy>,
     request: Request<Incoming>,
+    connection: CancellationToken,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let received = Instant::now();
-    if request.version() == Version::HTTP_2 {
+    let http2 = request.version() == Version::HTTP_2;
+    if http2 {
         // hyper looks for a client's RST_STREAM only while the stream's
         // handler is pending. Pending once before anything is sent lets a
         // stream the client reset at once (HEADERS then RST_STREAM, as a
@@ -134,7 +149,11 @@ pub async fn handle(
     upstream.prepare(&mut parts, uri, &body);
     let setup = Setup {
         id: proxy.next_id(),
-        cancel: proxy.cancel.child_token(),
+        cancel: if http2 {
+            connection.child_token()
+        } else {
+            connection
+        },
         metrics: &proxy.metrics,
         format: config.log_format,
         received,

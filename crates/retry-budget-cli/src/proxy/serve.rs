@@ -376,13 +376,14 @@ impl Worker {
         };
         let _ = stream.set_nodelay(true);
         let proxy = self.proxy.clone();
+        let cancel = proxy.connection_token();
         let activity = Activity::default();
         let requests = activity.clone();
         let service = service_fn(move |request| {
             let in_flight = requests.begin();
             // Boxed once: hyper moves the future it is given, and this
             // one is large.
-            let handled = Box::pin(forward::handle(proxy.clone(), request));
+            let handled = Box::pin(forward::handle(proxy.clone(), request, cancel.clone()));
             async move {
                 let response = handled.await?;
                 Ok::<_, std::convert::Infallible>(
