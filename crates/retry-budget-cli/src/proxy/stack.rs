@@ -70,7 +70,7 @@ pub type UpstreamClient = Client<Connector, UpstreamBody>;
 
 /// Everything below the retry layer.
 pub type Below =
-    Either<tower::limit::ConcurrencyLimit<Attempt<UpstreamClient>>, Attempt<UpstreamClient>>;
+    Either<tower::limit::ConcurrencyLimit<Attempt<SharedClient>>, Attempt<SharedClient>>;
 
 /// The service one request is sent through.
 pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<
@@ -79,6 +79,32 @@ pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<
         fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
     >,
 >;
+
+/// A worker's client, shared by the services of its requests: cloning one
+/// (once per request, with the rest of its service) takes one reference,
+/// not a copy of each of the client's parts. (hyper-util's `Client::request`
+/// takes `&self`; its tower `Service` impl is for an owned or borrowed
+/// client only.)
+#[derive(Debug, Clone)]
+pub struct SharedClient(Arc<UpstreamClient>);
+
+impl tower::Service<Request<UpstreamBody>> for SharedClient {
+    type Response = http::Response<hyper::body::Incoming>;
+    type Error = hyper_util::client::legacy::Error;
+    type Future = hyper_util::client::legacy::ResponseFuture;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        // As the client's own: always ready (its pool waits in the call).
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<UpstreamBody>) -> Self::Future {
+        self.0.request(request)
+    }
+}
 
 /// What the stacks of all workers share, built once; see the
 /// [module docs](self).
@@ -200,7 +226,7 @@ impl Stack {
     /// Builds a worker's client, and its services for `policies` (the
     /// policies most requests have).
     pub fn new(config: &RouteConfig, shared: &Shared, policies: &[Policy]) -> Self {
-        let client = client(config, shared.tls.clone());
+        let client = SharedClient(Arc::new(client(config, shared.tls.clone())));
         let below = ServiceBuilder::new()
             .option_layer(
                 shared
