@@ -469,6 +469,37 @@ async fn after_the_drain_time_the_rest_is_cancelled() {
 }
 
 #[tokio::test]
+async fn after_the_drain_time_the_streams_of_an_h2c_connection_are_cancelled() {
+    let upstream = Upstream::start(|_, _| Reply::status(429).retry_after("8"));
+    // Neither the hold-off nor the client budget may stop the second
+    // action at once, whichever 429 comes back first: both wait.
+    let proxy = Proxy::start(
+        &upstream,
+        &["--drain", "300ms", "--no-hold-off", "--no-client-budget"],
+    );
+    // Both streams on one connection: each action carries its own token
+    // under the connection's.
+    let client = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<Full<Bytes>>();
+    let stream = |path: &str| {
+        let (client, request) = (client.clone(), get(&proxy.url(path)));
+        tokio::spawn(async move { send_with(&client, request).await })
+    };
+    let (first, second) = (stream("/a"), stream("/b"));
+    upstream.wait_for(2).await;
+    proxy.signal("TERM");
+    for in_flight in [first, second] {
+        let answer = in_flight.await.unwrap();
+        assert_eq!(answer.status, 503, "{}", proxy.stderr());
+        assert_eq!(answer.header("retry-budget-outcome"), "cancelled");
+        assert_eq!(answer.header("retry-budget-attempts"), "1");
+    }
+    assert_eq!(proxy.wait_exit().code(), Some(0), "{}", proxy.stderr());
+    assert_eq!(upstream.count(), 2, "nothing more was sent");
+}
+
+#[tokio::test]
 async fn a_slow_client_does_not_hold_other_actions() {
     const BIG: usize = 32 * 1024 * 1024;
     let upstream = Upstream::start(|path, _| match path {

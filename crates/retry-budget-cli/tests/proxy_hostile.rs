@@ -630,6 +630,32 @@ async fn a_malformed_chunked_body_is_the_callers_error() {
 }
 
 #[tokio::test]
+async fn an_http1_connection_whose_request_body_broke_serves_no_further_request() {
+    // The actions of an HTTP/1 connection share its cancellation token,
+    // which a broken body fires: no later request may be read from it.
+    let upstream = Upstream::start(|_, _| Reply::status(200));
+    let proxy = Proxy::start(&upstream, &[]);
+    let mut stream = TcpStream::connect(proxy.addr).unwrap();
+    stream
+        .write_all(
+            b"POST /w HTTP/1.1\r\nHost: a\r\nIdempotency-Key: k-3\r\n\
+              Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+        )
+        .unwrap();
+    let answer = read_one_answer(&mut stream);
+    assert_eq!(status_of(&answer), 400, "{answer}");
+    assert_eq!(
+        header_of(&answer, "retry-budget-outcome"),
+        Some("bad_request_body")
+    );
+    // Refused or unanswered: the connection is closed.
+    let _ = stream.write_all(b"GET /second HTTP/1.1\r\nHost: a\r\n\r\n");
+    let rest = read_until_closed(&mut stream).expect("the connection is closed");
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+    assert!(upstream.seen().iter().all(|seen| seen.path != "/second"));
+}
+
+#[tokio::test]
 async fn a_get_with_a_chunked_body_is_forwarded_with_it() {
     let upstream = Upstream::start(|_, _| Reply::status(200));
     let proxy = Proxy::start(&upstream, &[]);

@@ -92,7 +92,7 @@ impl Proxy {
     /// from it once a request body broke (the one case in which an action
     /// cancels its token), so no tree node is made per request. Each
     /// HTTP/2 stream's action gets a child of it ([`handle`]): a stream
-    /// reset cancels that stream's action only.
+    /// whose body breaks cancels its own action only.
     pub fn connection_token(&self) -> CancellationToken {
         self.cancel.child_token()
     }
