@@ -40,6 +40,11 @@ impl std::error::Error for PathError {}
 
 /// `.` or `..`, with `%2e` (either case) counted as `.`.
 fn dots(segment: &str) -> Option<usize> {
+    // One or two `.` or `%2e`: 1 to 6 bytes, the first `.` or `%`. Any
+    // other segment (most of them) is none, without a decoded copy.
+    if segment.len() > 6 || !segment.starts_with(['.', '%']) {
+        return None;
+    }
     let decoded = replace_ignore_case(segment, "%2e", ".");
     match decoded.as_str() {
         "." => Some(1),

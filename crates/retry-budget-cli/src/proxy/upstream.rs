@@ -86,12 +86,11 @@ impl Upstream {
                     .map_err(|e| TargetError::Uri(http::Error::from(e)))?
             }
         };
-        Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query(path_and_query)
-            .build()
-            .map_err(TargetError::Uri)
+        let mut parts = http::uri::Parts::default();
+        parts.scheme = Some(self.scheme.clone());
+        parts.authority = Some(self.authority.clone());
+        parts.path_and_query = Some(path_and_query);
+        Uri::from_parts(parts).map_err(|e| TargetError::Uri(e.into()))
     }
 
     /// The upstream of `--upstream URL` (HTTP/1.1 until [`Self::http2`]).
