@@ -22,6 +22,9 @@ pub struct HeldLimit {
     /// When the request whose response announced it was sent (elapsed):
     /// first attempts started after this are not counted in `remaining`.
     pub basis: Duration,
+    /// When that response arrived (elapsed): a request sent less than
+    /// this round trip after `basis` may have reached the server first.
+    pub answered: Duration,
     /// When the window resets (elapsed); the state expires then.
     pub resets_at: Duration,
     /// The window's quota, if announced.
@@ -48,6 +51,7 @@ impl HeldLimit {
             kind: state.kind,
             remaining: state.remaining,
             basis: sent_at,
+            answered: received_at,
             resets_at: received_at.saturating_add(state.reset.min(max_hold)),
             quota: state.quota,
             window: state.window,
@@ -139,24 +143,37 @@ impl HeldLimit {
         // Within one window a server's count only goes down: a later-sent
         // request that finds more left is in a new window, whatever its
         // reset says (resets rounded up to whole seconds can make an old
-        // window's end and a new one's fall within `SAME_WINDOW`).
+        // window's end and a new one's fall within `SAME_WINDOW`). Unless
+        // the two raced: sent less than the earlier one's round trip
+        // apart, the later-sent may have reached the server first, and
+        // its count is then the older one.
+        let raced = new.basis.saturating_sub(self.basis) < self.answered.saturating_sub(self.basis);
         let raised = new.basis > self.basis && new.remaining > self.remaining;
-        let same_window = self.same_window(&new) && !raised;
+        let same_window = self.same_window(&new) && !(raised && !raced);
         if same_window && new.basis > self.basis && self.kind == LimitKind::Tokens {
             self.learn_cost(&new, starts);
             new.cost = self.cost;
         }
-        if new.basis >= self.basis {
-            let resets_at = if same_window {
-                self.resets_at.min(new.resets_at)
-            } else {
-                new.resets_at
-            };
-            *self = Self { resets_at, ..new };
-        } else if same_window && new.left(starts) < self.left(starts) {
+        if !same_window {
+            if new.basis >= self.basis {
+                *self = new;
+            }
+            return;
+        }
+        // One window, ending at the earlier reset: both counts are read
+        // up to it.
+        let resets_at = self.resets_at.min(new.resets_at);
+        self.resets_at = resets_at;
+        new.resets_at = resets_at;
+        let (left, new_left) = (self.left(starts), new.left(starts));
+        if new.basis >= self.basis && !(raced && new_left > left) {
+            *self = new;
+        } else if new.basis < self.basis && new_left < left {
+            // Sent earlier, arriving out of order: taken only if it leaves
+            // less.
             self.remaining = new.remaining;
             self.basis = new.basis;
-            self.resets_at = self.resets_at.min(new.resets_at);
+            self.answered = new.answered;
         }
     }
 }

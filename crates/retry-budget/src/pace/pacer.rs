@@ -180,11 +180,43 @@ impl Pacer {
                 reason.clamped = true;
             }
         }
-        if self.starts.len() >= MAX_STARTS {
-            self.starts.pop_front();
+        self.record(admission.at);
+        admission
+    }
+
+    /// The attempt whose start was recorded for `admission` (by
+    /// [`admit`](Self::admit) or [`retry_planned`](Self::retry_planned))
+    /// was sent at `at`: its start is moved there.
+    ///
+    /// A response's counts cover the attempts that reached the server
+    /// before its request; the pacer takes those sent after it (see
+    /// [`observe`](Self::observe)). Compared by the instant each was
+    /// admitted, a burst admitted at once and sent a moment later would be
+    /// taken as covered by the answer of whichever was sent first, and
+    /// that answer's count spent a second time.
+    pub fn sent(&mut self, admission: &Admission, at: Duration) {
+        let at = self.see(at);
+        if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
+            self.starts.remove(i);
+            self.record(at);
         }
-        let place = self.starts.partition_point(|s| *s <= admission.at);
-        self.starts.insert(place, admission.at);
+    }
+
+    /// A retry of an action is planned to start `wait` after `now` (its
+    /// response asked for that wait; pacing never changes it): its start
+    /// is recorded there, for it spends the window it lands in like a
+    /// first attempt. Without it, a retry landing in a window whose
+    /// allowance the pacer has already placed would be one start too many
+    /// there, and its own 429 the next window's. Give the admission
+    /// returned to [`sent`](Self::sent) when the retry is sent, or to
+    /// [`release`](Self::release) if it never is.
+    pub fn retry_planned(&mut self, now: Duration, wait: Duration) -> Admission {
+        let now = self.see(now);
+        let admission = Admission {
+            at: now.saturating_add(wait.min(self.config.max_hold)),
+            reason: None,
+        };
+        self.record(admission.at);
         admission
     }
 
@@ -194,6 +226,15 @@ impl Pacer {
         if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
             self.starts.remove(i);
         }
+    }
+
+    /// Records a start at `at`, in order of time.
+    fn record(&mut self, at: Duration) {
+        if self.starts.len() >= MAX_STARTS {
+            self.starts.pop_front();
+        }
+        let place = self.starts.partition_point(|s| *s <= at);
+        self.starts.insert(place, at);
     }
 
     /// The windows a first attempt starting at `now` spends, which a fleet
