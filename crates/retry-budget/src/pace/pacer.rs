@@ -90,6 +90,12 @@ pub struct Pacer {
     /// and a start not placed later than the others (nearly every one) is
     /// added at the back, each in constant time.
     starts: VecDeque<Duration>,
+    /// The starts whose response has been observed (matched by the instant
+    /// its request was sent), in order of time.
+    answered: VecDeque<Duration>,
+    /// The longest round trip seen lately (each response's own, or
+    /// seven eighths of the previous one).
+    rtt: Duration,
     latest: Duration,
     rng: fastrand::Rng,
 }
@@ -115,6 +121,8 @@ impl Pacer {
             config,
             limits: Vec::new(),
             starts: VecDeque::new(),
+            answered: VecDeque::new(),
+            rtt: Duration::ZERO,
             latest: Duration::ZERO,
             rng: fastrand::Rng::with_seed(seed),
         }
@@ -134,14 +142,24 @@ impl Pacer {
     /// announcing `states` (read by a
     /// [`QuotaReader`](super::QuotaReader)). Its counts cover the first
     /// attempts started up to `sent_at`; those started since are taken from
-    /// them. Any response counts, retried or not, any status.
+    /// them, and so are those started less than a round trip before whose
+    /// answers are not back yet (see [`HeldLimit::race`]). Any response
+    /// counts, retried or not, any status; the start recorded at `sent_at`
+    /// (see [`sent`](Self::sent)) is answered.
     pub fn observe(&mut self, sent_at: Duration, received_at: Duration, states: &[QuotaState]) {
         let received_at = self.see(received_at);
         let sent_at = sent_at.min(received_at);
+        let decayed = self
+            .rtt
+            .saturating_sub(self.rtt.checked_div(8).unwrap_or_default());
+        self.rtt = decayed.max(received_at.saturating_sub(sent_at));
+        if self.starts.binary_search(&sent_at).is_ok() {
+            record(&mut self.answered, sent_at);
+        }
         for state in states {
-            let new = HeldLimit::new(state, sent_at, received_at, self.config.max_hold);
+            let new = HeldLimit::new(state, sent_at, received_at, self.config.max_hold, self.rtt);
             match self.limits.iter_mut().find(|l| l.same_limit(&new)) {
-                Some(held) => held.update(new, received_at, &self.starts),
+                Some(held) => held.update(new, received_at, (&self.starts, &self.answered)),
                 None => self.limits.push(new),
             }
         }
@@ -155,8 +173,10 @@ impl Pacer {
         let now = self.see(now);
         self.limits.retain(|l| l.resets_at > now);
         let floor = now.saturating_sub(self.config.max_hold);
-        while self.starts.front().is_some_and(|s| *s < floor) {
-            self.starts.pop_front();
+        for starts in [&mut self.starts, &mut self.answered] {
+            while starts.front().is_some_and(|s| *s < floor) {
+                starts.pop_front();
+            }
         }
         let mut admission = Admission {
             at: now,
@@ -230,11 +250,7 @@ impl Pacer {
 
     /// Records a start at `at`, in order of time.
     fn record(&mut self, at: Duration) {
-        if self.starts.len() >= MAX_STARTS {
-            self.starts.pop_front();
-        }
-        let place = self.starts.partition_point(|s| *s <= at);
-        self.starts.insert(place, at);
+        record(&mut self.starts, at);
     }
 
     /// The windows a first attempt starting at `now` spends, which a fleet
@@ -289,7 +305,7 @@ impl Pacer {
     fn place(&mut self, i: usize, now: Duration) -> Option<(Duration, PaceReason)> {
         let limit = &self.limits[i];
         let left = match limit.kind {
-            LimitKind::Requests => limit.left(&self.starts),
+            LimitKind::Requests => limit.left(&self.starts, &self.answered),
             LimitKind::Tokens if limit.remaining <= self.config.token_threshold => 0,
             // With a cost learned from the server's counts, the first
             // attempts started since the reading are taken from it too;
@@ -373,4 +389,14 @@ impl Pacer {
         self.latest = self.latest.max(now);
         self.latest
     }
+}
+
+/// Adds `at` to `instants` in order of time, forgetting the earliest
+/// beyond [`MAX_STARTS`].
+fn record(instants: &mut VecDeque<Duration>, at: Duration) {
+    if instants.len() >= MAX_STARTS {
+        instants.pop_front();
+    }
+    let place = instants.partition_point(|s| *s <= at);
+    instants.insert(place, at);
 }
