@@ -9,7 +9,10 @@
 //! ([`Action::pace`](retry_budget::Action::pace)) whether it waits for the
 //! instant admitted or stops at once as [`paced`](retry_budget::Outcome::Paced),
 //! nothing sent, when its first attempt would not fit its budget after
-//! that. Retries are never paced: a retry waits what its response asked.
+//! that. Retries are never paced: a retry waits what its response asked,
+//! and its start is recorded in the pacer when it is planned (it spends
+//! the window it lands in). Each start counts from the instant it is
+//! sent.
 //!
 //! One [`Pacing`] is shared by every action of the layer; a clone shares
 //! the same pacers (between layers, say). Across processes (a fleet of
