@@ -585,3 +585,20 @@ fn a_planned_retry_counts_in_the_window_it_lands_in() {
     let far = p.retry_planned(ms(700), Duration::MAX);
     assert_eq!(far.at, ms(700) + exact().max_hold);
 }
+
+/// Another caller's later instant may reach the pacer first: a start is
+/// still kept at the instant it was sent, the one its answer names.
+#[test]
+fn a_start_sent_before_the_latest_instant_seen_is_kept_where_it_was_sent() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    let admitted = p.admit(ms(0));
+    p.observe(ms(10), ms(10), &[]);
+    p.sent(&admitted, ms(5));
+    // Its answer: 3 left, its own start not taken from them.
+    p.observe(ms(5), ms(20), &[requests(3, ms(1000))]);
+    assert_eq!(ats(&mut p, ms(20), 3), vec![ms(20); 3]);
+    assert_eq!(p.admit(ms(20)).at, ms(1020));
+}

@@ -215,7 +215,10 @@ impl Pacer {
     /// taken as covered by the answer of whichever was sent first, and
     /// that answer's count spent a second time.
     pub fn sent(&mut self, admission: &Admission, at: Duration) {
-        let at = self.see(at);
+        // Kept as given (not raised to the latest time seen, as other
+        // inputs are): its answer names this instant as the one it was
+        // sent at.
+        self.see(at);
         if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
             self.starts.remove(i);
             self.record(at);
