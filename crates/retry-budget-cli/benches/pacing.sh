@@ -192,6 +192,11 @@ EOF
     esac
 }
 
+# The time target: within 1.3x the quota's minimum, plus the lateness of
+# the resets the limiter announced (flask-limiter rounds its reset up to
+# the next whole second; its helper logs each window's true end beside
+# the reset announced, and the run's windows but the last are summed).
+
 # Starts limiter NAME on PORT logging to LOG, in the background ($! is it).
 start_limiter() {
     local name=$1 port=$2 log=$3 err=$4
@@ -250,9 +255,22 @@ run() {
     others=$(python3 -c 'import json, sys
 s = json.load(sys.stdin)["statuses"]
 print(", ".join(f"{n} {k}" for k, n in sorted(s.items()) if not k.startswith("2")))' <<<"$out")
-    local label=$mode
+    local label=$mode minimum late target
     if [ "$pacing" != available ]; then label="no-pace (today's proxy)"; fi
-    echo "| $limiter | $n | $label | $ok${others:+ ($others)} | $limited | $sent | $seconds | $(quota_minimum "$limiter") |"
+    minimum=$(quota_minimum "$limiter")
+    late=$(lateness "$run_dir/limiter.log.windows")
+    target=$(awk -v m="$minimum" -v l="${late:-0}" 'BEGIN { printf "%.2f", 1.3 * m + l }')
+    echo "| $limiter | $n | $label | $ok${others:+ ($others)} | $limited | $sent | $seconds | $minimum | ${late:--} | $target |"
+}
+
+# The lateness a limiter announced, in seconds, from the windows log its
+# helper writes (flask: `<true end> <announced reset>` per window, Unix
+# seconds): the sum over every window but the last (a window's lateness
+# delays the next one; nothing follows the last). Empty when there is no
+# such log.
+lateness() {
+    [ -f "$1" ] || return 0
+    awk '{ late[NR] = $2 - $1 } END { s = 0; for (i = 1; i < NR; i++) s += late[i]; printf "%.2f", s }' "$1"
 }
 
 echo "load before: $(uptime)"
@@ -263,8 +281,8 @@ echo "flags per limiter: express-*: $(signal_args express-draft8); flask: $(sign
 echo
 echo "$ACTIONS GET actions from $CLIENTS concurrent clients (split across the proxies)."
 echo
-echo "| limiter | proxies | pacing | actions ok (of $ACTIONS) | 429s the limiter sent | requests it saw | total time (s) | quota's minimum (s) |"
-echo "|---|---:|---|---:|---:|---:|---:|---:|"
+echo "| limiter | proxies | pacing | actions ok (of $ACTIONS) | 429s the limiter sent | requests it saw | total time (s) | quota's minimum (s) | reset lateness announced (s) | time target (s) |"
+echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
 for limiter in $LIMITERS; do
     for n in $PROXIES; do
         for mode in "${modes[@]}"; do

@@ -500,3 +500,105 @@ fn a_later_sent_response_finding_more_left_starts_a_new_window() {
     assert!(ats(&mut p, ms(1200), 9).iter().all(|at| *at < ms(2900)));
     assert_eq!(p.admit(ms(1200)).at, ms(2900));
 }
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+/// Seen against express-rate-limit: six actions admitted at once are sent
+/// a moment later; the first answer back covers only what reached the
+/// server before it. Compared by the instant each was admitted, the five
+/// others counted as covered, and the window was spent twice over.
+#[test]
+fn a_burst_is_counted_from_the_instants_it_was_sent() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    let admitted: Vec<Admission> = (0..6).map(|_| p.admit(ms(0))).collect();
+    for (i, admission) in (1..).zip(&admitted) {
+        p.sent(admission, us(100 * i));
+    }
+    // The answer to the first sent (at 100 us): 9 left of 10; the five
+    // sent after it are in flight.
+    p.observe(us(100), ms(3), &[requests(9, ms(2000))]);
+    let why = p.admit(ms(3)).reason;
+    assert_eq!(why, None);
+    assert_eq!(ats(&mut p, ms(3), 3), vec![ms(3); 3]);
+    let fifth = p.admit(ms(3));
+    assert_eq!(fifth.at, ms(2003));
+    let why = fifth.reason.unwrap();
+    assert_eq!((why.announced, why.left), (9, 0));
+}
+
+/// Two requests sent less than a round trip apart may reach the server
+/// in either order: the later-sent one finding more left raced the other
+/// and is not a new window.
+#[test]
+fn a_raced_answer_finding_more_left_does_not_raise_the_count() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    let first = p.admit(ms(0));
+    let second = p.admit(ms(0));
+    p.sent(&first, us(200));
+    p.sent(&second, us(800));
+    // The first sent reached the server second: 4 left.
+    p.observe(us(200), ms(3), &[requests(4, ms(2000))]);
+    // The second sent, 0.6 ms later (its round trip was 2.8 ms), reached
+    // it first: 5 left, the older count.
+    p.observe(us(800), us(3100), &[requests(5, ms(2000))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.basis), (4, us(200)));
+    // One start counted since the first was sent: 3 left.
+    assert_eq!(ats(&mut p, ms(4), 3), vec![ms(4); 3]);
+    assert_eq!(p.admit(ms(4)).at, ms(2003));
+    // Sent a full round trip later, more left is a new window.
+    p.observe(ms(1000), ms(1002), &[requests(9, ms(2000))]);
+    let held = p.limits().next().unwrap();
+    assert_eq!((held.remaining, held.resets_at), (9, ms(3002)));
+}
+
+/// A 429's retry waits what its response asked and lands in a window the
+/// pacer may already have placed: it counts there like a first attempt,
+/// or it is one too many in that window and its own 429 the next one's.
+#[test]
+fn a_planned_retry_counts_in_the_window_it_lands_in() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    p.observe(ms(0), ms(10), &[requests(3, ms(2000))]);
+    let retry = p.retry_planned(ms(10), ms(500));
+    assert_eq!(retry.at, ms(510));
+    // Two of the three are left for first attempts.
+    assert_eq!(ats(&mut p, ms(20), 2), vec![ms(20); 2]);
+    assert_eq!(p.admit(ms(20)).at, ms(2010));
+    // Sent late, it still counts once; a retry never sent is given back.
+    p.sent(&retry, ms(530));
+    let again = p.retry_planned(ms(600), ms(100));
+    p.release(&again);
+    let why = p.admit(ms(700)).reason.unwrap();
+    assert_eq!((why.announced, why.left), (3, 0));
+    // A retry's wait is never made longer than the maximum hold.
+    let far = p.retry_planned(ms(700), Duration::MAX);
+    assert_eq!(far.at, ms(700) + exact().max_hold);
+}
+
+/// Another caller's later instant may reach the pacer first: a start is
+/// still kept at the instant it was sent, the one its answer names.
+#[test]
+fn a_start_sent_before_the_latest_instant_seen_is_kept_where_it_was_sent() {
+    let mut p = pacer(PacerConfig {
+        placement: Placement::Burst,
+        ..exact()
+    });
+    let admitted = p.admit(ms(0));
+    p.observe(ms(10), ms(10), &[]);
+    p.sent(&admitted, ms(5));
+    // Its answer: 3 left, its own start not taken from them.
+    p.observe(ms(5), ms(20), &[requests(3, ms(1000))]);
+    assert_eq!(ats(&mut p, ms(20), 3), vec![ms(20); 3]);
+    assert_eq!(p.admit(ms(20)).at, ms(1020));
+}

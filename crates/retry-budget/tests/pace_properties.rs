@@ -90,6 +90,10 @@ enum Op {
         states: Vec<QuotaState>,
     },
     Release(usize),
+    /// An admitted (or planned) start sent after this advance.
+    Sent(usize, Duration),
+    /// A retry planned after a wait.
+    Retry(Duration),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -99,6 +103,8 @@ fn op() -> impl Strategy<Value = Op> {
             Op::Observe { sent_back, advance, states }
         }),
         1 => any::<usize>().prop_map(Op::Release),
+        1 => (any::<usize>(), duration()).prop_map(|(i, advance)| Op::Sent(i, advance)),
+        1 => duration().prop_map(Op::Retry),
     ]
 }
 
@@ -172,6 +178,17 @@ proptest! {
                     if !admitted.is_empty() {
                         pacer.release(&admitted[i % admitted.len()]);
                     }
+                }
+                Op::Sent(i, advance) => {
+                    now = now.saturating_add(advance);
+                    if !admitted.is_empty() {
+                        pacer.sent(&admitted[i % admitted.len()], now);
+                    }
+                }
+                Op::Retry(wait) => {
+                    let planned = pacer.retry_planned(now, wait);
+                    prop_assert!(planned.at >= now && planned.at - now <= config.max_hold);
+                    admitted.push(planned);
                 }
             }
         }

@@ -6,7 +6,9 @@
 //! The quota's own minimum is 10 s (60 requests at 10 per 2 s); the done
 //! criteria are at most 2 429s and a total within 1.3× of it. A 429 is
 //! retried at the reset its own response announced, as the action does
-//! with a reset header.
+//! with a reset header. The last test (`express_with_jitter`) models the
+//! pacing script's express-rate-limit instead: windows per client starting
+//! at their first request, requests racing over separate connections.
 
 use std::time::{Duration, SystemTime};
 
@@ -371,4 +373,110 @@ fn one_proxy_against_the_fake_openai() {
             outcome.total
         );
     }
+}
+
+/// What happens next in [`express_with_jitter`], at an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    /// Client `.0` asks the pacer for a new action.
+    Ask(usize),
+    /// Client `.0` sends the attempt whose start was recorded at `.1`.
+    Send(usize, Duration),
+    /// Its request, sent at `.1`, reaches the limiter.
+    Arrive(usize, Duration),
+    /// The answer to the request sent at `.1` is read: status, `r`, `t`.
+    Read(usize, Duration, u16, u64, u64),
+}
+
+/// express-rate-limit's memory store as the pacing script meets it: a
+/// window of 10 per 2 s per client starting at the first request after the
+/// previous one ended, `t` rounded up to whole seconds, draft-8 fields;
+/// the clients' requests go over separate connections, each way taking
+/// 0.2 to 3 ms drawn from `seed` (so that requests sent close together
+/// reach the limiter, and their answers the pacer, in either order), a
+/// send 0.05 to 1.5 ms after its admitted instant; a 429 is retried after
+/// the `t` it announced. The pacer is used as the layer uses it: each
+/// send moves its start to the instant sent, a retry's start is recorded
+/// when it is planned. Returns the 429s and the total time.
+fn express_with_jitter(seed: u64) -> (u32, Duration) {
+    use retry_budget::pace::Admission;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut between = |lo: u64, hi: u64| Duration::from_micros(rng.u64(lo..hi));
+    let reader = QuotaReader::new();
+    let mut pacer = Pacer::with_seed(PacerConfig::default(), seed);
+    let (mut end, mut used) = (Duration::ZERO, 0_u64);
+    let mut steps = BinaryHeap::new();
+    for client in 0..CLIENTS {
+        steps.push(Reverse((between(0, 3000), Step::Ask(client))));
+    }
+    let (mut started, mut rejected, mut total) = (0, 0, Duration::ZERO);
+    while let Some(Reverse((now, step))) = steps.pop() {
+        let next = match step {
+            Step::Ask(_) if started == ACTIONS => continue,
+            Step::Ask(client) => {
+                started += 1;
+                let at = pacer.admit(now).at;
+                (at + between(50, 1500), Step::Send(client, at))
+            }
+            Step::Send(client, recorded) => {
+                let recorded = Admission {
+                    at: recorded,
+                    reason: None,
+                };
+                pacer.sent(&recorded, now);
+                (now + between(200, 3000), Step::Arrive(client, now))
+            }
+            Step::Arrive(client, sent) => {
+                if end <= now {
+                    (end, used) = (now + WINDOW, 0);
+                }
+                used += 1;
+                let status = if used <= QUOTA { 200 } else { 429 };
+                let t = (end - now).as_secs_f64().ceil() as u64;
+                let read = Step::Read(client, sent, status, QUOTA.saturating_sub(used), t);
+                (now + between(200, 3000), read)
+            }
+            Step::Read(client, sent, status, r, t) => {
+                let fields = [
+                    ("ratelimit", format!("\"10-in-2sec\"; r={r}; t={t}")),
+                    ("ratelimit-policy", "\"10-in-2sec\"; q=10; w=2".to_owned()),
+                ];
+                let reading = reader.read(fields.iter().map(|(n, v)| (*n, v.as_bytes())), None);
+                pacer.observe(sent, now, &reading.states);
+                if status == 429 {
+                    rejected += 1;
+                    let wait = Duration::from_secs(t);
+                    let retry = pacer.retry_planned(now, wait);
+                    (now + wait, Step::Send(client, retry.at))
+                } else {
+                    total = total.max(now);
+                    (now + between(100, 1000), Step::Ask(client))
+                }
+            }
+        };
+        steps.push(Reverse(next));
+    }
+    (rejected, total)
+}
+
+#[test]
+fn one_proxy_against_express_with_requests_racing() {
+    // Before each start was counted from the instant it was sent, raced
+    // answers kept from raising the count, starts in flight taken from a
+    // raced answer's count and retries counted, this model (over 2,000
+    // seeds) gave 1 to 7 429s with 42 % of them, 5 or more with 34 %.
+    let mut worst = (0, Duration::ZERO);
+    for seed in 0..300 {
+        let (rejected, total) = express_with_jitter(seed);
+        assert!(rejected <= 2, "seed {seed}: {rejected} 429s");
+        assert!(total <= Duration::from_secs(13), "seed {seed}: {total:?}");
+        worst = (worst.0.max(rejected), worst.1.max(total));
+    }
+    eprintln!(
+        "express, requests racing, 300 seeds: at most {} 429s, {:?}",
+        worst.0, worst.1
+    );
 }

@@ -9,7 +9,10 @@
 //! ([`Action::pace`](retry_budget::Action::pace)) whether it waits for the
 //! instant admitted or stops at once as [`paced`](retry_budget::Outcome::Paced),
 //! nothing sent, when its first attempt would not fit its budget after
-//! that. Retries are never paced: a retry waits what its response asked.
+//! that. Retries are never paced: a retry waits what its response asked,
+//! and its start is recorded in the pacer when it is planned (it spends
+//! the window it lands in). Each start counts from the instant it is
+//! sent.
 //!
 //! One [`Pacing`] is shared by every action of the layer; a clone shares
 //! the same pacers (between layers, say). Across processes (a fleet of
@@ -62,6 +65,7 @@ use http::{Extensions, HeaderMap};
 use retry_budget::pace::{
     Admission, HeldLimit, Pacer, PacerConfig, QuotaIgnored, QuotaNote, QuotaReader,
 };
+use retry_budget::trail::{Event, EventKind};
 use retry_budget::{Action, Answer};
 use tokio::time::Instant;
 
@@ -282,6 +286,7 @@ impl Extra for Pacing {
             pacing: self.clone(),
             key,
             admission: None,
+            retry: None,
             sent_at: None,
             notes: Vec::new(),
             #[cfg(feature = "redis")]
@@ -297,6 +302,8 @@ struct Paced {
     pacing: Pacing,
     key: Arc<str>,
     admission: Option<Admission>,
+    /// The start recorded for a planned retry, until it is sent.
+    retry: Option<Admission>,
     sent_at: Option<Duration>,
     /// The quota fields of the latest response set aside or clamped, for
     /// the core's trail.
@@ -364,10 +371,37 @@ impl ActionExtra for Paced {
         Poll::Ready(paced)
     }
 
+    /// A planned retry's start is recorded in the pacer (a retry spends
+    /// the window it lands in); the wait itself is the core's.
+    fn listens(&self) -> bool {
+        true
+    }
+
+    fn event(&mut self, event: &Event) {
+        // A wait planned once an attempt was sent is a retry's (the first
+        // attempt's own waits, paced or held off, come before).
+        let (EventKind::WaitPlanned { wait, .. }, Some(_)) = (&event.kind, self.sent_at) else {
+            return;
+        };
+        let wait = *wait;
+        let now = self.pacing.now();
+        let previous = self.retry.take();
+        self.retry = self.pacing.with_pacer(&self.key, |pacer| {
+            if let Some(previous) = &previous {
+                pacer.release(previous);
+            }
+            pacer.retry_planned(now, wait)
+        });
+    }
+
     fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {
-        self.sent_at = Some(self.pacing.now());
-        // Sent: the admission is spent.
-        self.admission = None;
+        let now = self.pacing.now();
+        self.sent_at = Some(now);
+        // Sent: the recorded start moves to the instant it was sent.
+        if let Some(recorded) = self.admission.take().or_else(|| self.retry.take()) {
+            self.pacing
+                .with_pacer(&self.key, |pacer| pacer.sent(&recorded, now));
+        }
     }
 
     fn head(&mut self, headers: &HeaderMap, calendar: &mut dyn FnMut() -> Option<SystemTime>) {
@@ -428,10 +462,10 @@ impl Paced {
 }
 
 impl Drop for Paced {
-    /// The action ended before its first attempt was sent: its start no
-    /// longer counts against any window.
+    /// The action ended before its first attempt (or a planned retry) was
+    /// sent: its start no longer counts against any window.
     fn drop(&mut self) {
-        if let Some(admission) = self.admission.take() {
+        if let Some(admission) = self.admission.take().or_else(|| self.retry.take()) {
             self.pacing
                 .with_pacer(&self.key, |pacer| pacer.release(&admission));
         }

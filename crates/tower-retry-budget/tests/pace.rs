@@ -258,3 +258,22 @@ async fn quota_fields_set_aside_are_noted_in_the_trail_and_not_paced() {
         assert_eq!(*calls.lock().unwrap(), [ms(0), ms(100)]);
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_planned_retry_counts_in_the_window_it_lands_in() {
+    const ONE_LEFT: &[(&str, &str)] = &[
+        ("ratelimit", r#""default";r=1;t=5"#),
+        ("ratelimit-policy", r#""default";q=10;w=5"#),
+    ];
+    let calls = Calls::default();
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).pace(unspread()))
+        .service(upstream(ONE_LEFT, &[429], &calls));
+    let first = tokio::spawn(client.clone().oneshot(get()));
+    tokio::time::sleep(ms(200)).await;
+    // At 200 ms: one left until 5.1 s, but the retry of the 429 (planned
+    // at 1.1 s) takes it: the next first attempt waits for the reset.
+    client.clone().oneshot(get()).await.unwrap();
+    assert_eq!(first.await.unwrap().unwrap().status(), 200);
+    assert_eq!(*calls.lock().unwrap(), [ms(0), ms(1100), ms(5100)]);
+}

@@ -11,6 +11,12 @@ Every response of the limited route appends one line to LOG:
 `<milliseconds since start> <status>` (written by a WSGI wrapper around the
 whole app, so the limiter's own 429s are counted). GET /health is exempt
 (the script's readiness probe).
+
+Each window appends one line to LOG.windows when its first response is
+sent: `<true end> <announced reset>`, both Unix seconds, the true end being
+the limiter's own expiry (a float) and the announced one what
+X-RateLimit-Reset says (whole seconds, rounded up): their difference is the
+lateness a client that trusts the field waits for.
 """
 
 import sys
@@ -25,6 +31,7 @@ port, log = int(sys.argv[1]), sys.argv[2]
 start = time.monotonic()
 lock = threading.Lock()
 open(log, "w").close()
+open(log + ".windows", "w").close()
 
 app = Flask(__name__)
 limiter = Limiter(
@@ -34,6 +41,23 @@ limiter = Limiter(
     storage_uri="memory://",
     headers_enabled=True,
 )
+
+
+windows = set()
+
+
+@app.after_request
+def log_window(response):
+    """Logs each window's true end beside the reset it announces."""
+    current = limiter.current_limit
+    if current is not None:
+        true_end, announced = current.window[0], current.reset_at
+        with lock:
+            if true_end not in windows:
+                windows.add(true_end)
+                with open(log + ".windows", "a") as f:
+                    f.write(f"{true_end:.6f} {announced}\n")
+    return response
 
 
 @app.get("/health")

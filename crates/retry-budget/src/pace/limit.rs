@@ -22,6 +22,10 @@ pub struct HeldLimit {
     /// When the request whose response announced it was sent (elapsed):
     /// first attempts started after this are not counted in `remaining`.
     pub basis: Duration,
+    /// Requests sent less than this apart may reach the server in either
+    /// order (sent on different connections): the longest round trip the
+    /// pacer has seen lately, this response's included.
+    pub race: Duration,
     /// When the window resets (elapsed); the state expires then.
     pub resets_at: Duration,
     /// The window's quota, if announced.
@@ -42,12 +46,14 @@ impl HeldLimit {
         sent_at: Duration,
         received_at: Duration,
         max_hold: Duration,
+        race: Duration,
     ) -> Self {
         Self {
             name: state.name.clone(),
             kind: state.kind,
             remaining: state.remaining,
             basis: sent_at,
+            race: race.max(received_at.saturating_sub(sent_at)),
             resets_at: received_at.saturating_add(state.reset.min(max_hold)),
             quota: state.quota,
             window: state.window,
@@ -66,14 +72,21 @@ impl HeldLimit {
     }
 
     /// What is left of `remaining` after the first attempts in `starts`
-    /// that began after the basis and before the reset.
-    pub(crate) fn left(&self, starts: &VecDeque<Duration>) -> u64 {
-        let used = starts
-            .iter()
-            .filter(|s| **s > self.basis && **s < self.resets_at)
-            .count();
-        self.remaining
-            .saturating_sub(u64::try_from(used).unwrap_or(u64::MAX))
+    /// that began after the basis and before the reset, and after those
+    /// that began less than [`race`](Self::race) before the basis and are
+    /// not `answered` yet: sent on other connections, they may have
+    /// reached the server after its request and not be in its count. (The
+    /// answer of one of them is read by [`update`](Self::update) in turn.)
+    pub(crate) fn left(&self, starts: &VecDeque<Duration>, answered: &VecDeque<Duration>) -> u64 {
+        let raced_from = self.basis.saturating_sub(self.race);
+        let mut used = 0_u64;
+        for s in starts {
+            let raced = *s > raced_from && *s < self.basis && answered.binary_search(s).is_err();
+            if raced || (*s > self.basis && *s < self.resets_at) {
+                used = used.saturating_add(1);
+            }
+        }
+        self.remaining.saturating_sub(used)
     }
 
     /// A token limit's drop from `self` to `later` (same window, sent
@@ -118,10 +131,12 @@ impl HeldLimit {
     ///
     /// * an expired state is replaced, and so is a state whose window a
     ///   response sent no earlier says has ended (a reset further apart than
-    ///   [`SAME_WINDOW`], or a later-sent response finding more left);
+    ///   [`SAME_WINDOW`], or a response sent at least [`race`](Self::race)
+    ///   later finding more left);
     /// * within one window, a response sent no earlier replaces the count
-    ///   (the server's latest word), and the window ends at the earlier of
-    ///   the two resets;
+    ///   (the server's latest word), unless the two raced (sent less than
+    ///   `race` apart: either may have reached the server first) and it
+    ///   leaves more; the window ends at the earlier of the two resets;
     /// * a response sent earlier (arriving out of order) is used only
     ///   within the same window and only if it leaves less: it never raises
     ///   what a later-sent request lowered.
@@ -129,7 +144,7 @@ impl HeldLimit {
         &mut self,
         mut new: Self,
         received_at: Duration,
-        starts: &VecDeque<Duration>,
+        (starts, answered): (&VecDeque<Duration>, &VecDeque<Duration>),
     ) {
         new.cost = self.cost;
         if self.resets_at <= received_at {
@@ -139,24 +154,37 @@ impl HeldLimit {
         // Within one window a server's count only goes down: a later-sent
         // request that finds more left is in a new window, whatever its
         // reset says (resets rounded up to whole seconds can make an old
-        // window's end and a new one's fall within `SAME_WINDOW`).
+        // window's end and a new one's fall within `SAME_WINDOW`). Unless
+        // the two raced: sent less than a round trip apart, the later-sent
+        // may have reached the server first, and its count is then the
+        // older one.
+        let raced = new.basis.saturating_sub(self.basis) < self.race.max(new.race);
         let raised = new.basis > self.basis && new.remaining > self.remaining;
-        let same_window = self.same_window(&new) && !raised;
+        let same_window = (raced || !raised) && self.same_window(&new);
         if same_window && new.basis > self.basis && self.kind == LimitKind::Tokens {
             self.learn_cost(&new, starts);
             new.cost = self.cost;
         }
-        if new.basis >= self.basis {
-            let resets_at = if same_window {
-                self.resets_at.min(new.resets_at)
-            } else {
-                new.resets_at
-            };
-            *self = Self { resets_at, ..new };
-        } else if same_window && new.left(starts) < self.left(starts) {
+        if !same_window {
+            if new.basis >= self.basis {
+                *self = new;
+            }
+            return;
+        }
+        // One window, ending at the earlier reset: both counts are read
+        // up to it.
+        let resets_at = self.resets_at.min(new.resets_at);
+        self.resets_at = resets_at;
+        new.resets_at = resets_at;
+        let (left, new_left) = (self.left(starts, answered), new.left(starts, answered));
+        if new.basis >= self.basis && !(raced && new_left > left) {
+            *self = new;
+        } else if new.basis < self.basis && new_left < left {
+            // Sent earlier, arriving out of order: taken only if it leaves
+            // less.
             self.remaining = new.remaining;
             self.basis = new.basis;
-            self.resets_at = self.resets_at.min(new.resets_at);
+            self.race = new.race;
         }
     }
 }

@@ -51,9 +51,14 @@
 //!   ([`Placement::Burst`]).
 //! * A state covers the first attempts started before its request was
 //!   sent; those started since (in flight, or placed in the future) are
-//!   taken from it.
+//!   taken from it, and so are those started less than a round trip
+//!   before it whose answers are not back ([`HeldLimit::race`]: on other
+//!   connections they may reach the server after it). A start counts from
+//!   the instant it was sent ([`Pacer::sent`]); a retry's from when it is
+//!   planned ([`Pacer::retry_planned`]): it spends its window too.
 //! * Out of order: a response sent earlier never raises what a later-sent
-//!   one lowered in the same window; the earliest reset announced within
+//!   one lowered in the same window, nor does one that raced it (sent
+//!   less than a round trip apart); the earliest reset announced within
 //!   one window is its end; a state expires at its reset, so an upstream
 //!   that stops sending the fields is no longer paced.
 //! * A fleet of clients shares one count: before a first attempt is

@@ -90,6 +90,12 @@ pub struct Pacer {
     /// and a start not placed later than the others (nearly every one) is
     /// added at the back, each in constant time.
     starts: VecDeque<Duration>,
+    /// The starts whose response has been observed (matched by the instant
+    /// its request was sent), in order of time.
+    answered: VecDeque<Duration>,
+    /// The longest round trip seen lately (each response's own, or
+    /// seven eighths of the previous one).
+    rtt: Duration,
     latest: Duration,
     rng: fastrand::Rng,
 }
@@ -115,6 +121,8 @@ impl Pacer {
             config,
             limits: Vec::new(),
             starts: VecDeque::new(),
+            answered: VecDeque::new(),
+            rtt: Duration::ZERO,
             latest: Duration::ZERO,
             rng: fastrand::Rng::with_seed(seed),
         }
@@ -134,14 +142,24 @@ impl Pacer {
     /// announcing `states` (read by a
     /// [`QuotaReader`](super::QuotaReader)). Its counts cover the first
     /// attempts started up to `sent_at`; those started since are taken from
-    /// them. Any response counts, retried or not, any status.
+    /// them, and so are those started less than a round trip before whose
+    /// answers are not back yet (see [`HeldLimit::race`]). Any response
+    /// counts, retried or not, any status; the start recorded at `sent_at`
+    /// (see [`sent`](Self::sent)) is answered.
     pub fn observe(&mut self, sent_at: Duration, received_at: Duration, states: &[QuotaState]) {
         let received_at = self.see(received_at);
         let sent_at = sent_at.min(received_at);
+        let decayed = self
+            .rtt
+            .saturating_sub(self.rtt.checked_div(8).unwrap_or_default());
+        self.rtt = decayed.max(received_at.saturating_sub(sent_at));
+        if self.starts.binary_search(&sent_at).is_ok() {
+            record(&mut self.answered, sent_at);
+        }
         for state in states {
-            let new = HeldLimit::new(state, sent_at, received_at, self.config.max_hold);
+            let new = HeldLimit::new(state, sent_at, received_at, self.config.max_hold, self.rtt);
             match self.limits.iter_mut().find(|l| l.same_limit(&new)) {
-                Some(held) => held.update(new, received_at, &self.starts),
+                Some(held) => held.update(new, received_at, (&self.starts, &self.answered)),
                 None => self.limits.push(new),
             }
         }
@@ -155,8 +173,10 @@ impl Pacer {
         let now = self.see(now);
         self.limits.retain(|l| l.resets_at > now);
         let floor = now.saturating_sub(self.config.max_hold);
-        while self.starts.front().is_some_and(|s| *s < floor) {
-            self.starts.pop_front();
+        for starts in [&mut self.starts, &mut self.answered] {
+            while starts.front().is_some_and(|s| *s < floor) {
+                starts.pop_front();
+            }
         }
         let mut admission = Admission {
             at: now,
@@ -180,11 +200,46 @@ impl Pacer {
                 reason.clamped = true;
             }
         }
-        if self.starts.len() >= MAX_STARTS {
-            self.starts.pop_front();
+        self.record(admission.at);
+        admission
+    }
+
+    /// The attempt whose start was recorded for `admission` (by
+    /// [`admit`](Self::admit) or [`retry_planned`](Self::retry_planned))
+    /// was sent at `at`: its start is moved there.
+    ///
+    /// A response's counts cover the attempts that reached the server
+    /// before its request; the pacer takes those sent after it (see
+    /// [`observe`](Self::observe)). Compared by the instant each was
+    /// admitted, a burst admitted at once and sent a moment later would be
+    /// taken as covered by the answer of whichever was sent first, and
+    /// that answer's count spent a second time.
+    pub fn sent(&mut self, admission: &Admission, at: Duration) {
+        // Kept as given (not raised to the latest time seen, as other
+        // inputs are): its answer names this instant as the one it was
+        // sent at.
+        self.see(at);
+        if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
+            self.starts.remove(i);
+            self.record(at);
         }
-        let place = self.starts.partition_point(|s| *s <= admission.at);
-        self.starts.insert(place, admission.at);
+    }
+
+    /// A retry of an action is planned to start `wait` after `now` (its
+    /// response asked for that wait; pacing never changes it): its start
+    /// is recorded there, for it spends the window it lands in like a
+    /// first attempt. Without it, a retry landing in a window whose
+    /// allowance the pacer has already placed would be one start too many
+    /// there, and its own 429 the next window's. Give the admission
+    /// returned to [`sent`](Self::sent) when the retry is sent, or to
+    /// [`release`](Self::release) if it never is.
+    pub fn retry_planned(&mut self, now: Duration, wait: Duration) -> Admission {
+        let now = self.see(now);
+        let admission = Admission {
+            at: now.saturating_add(wait.min(self.config.max_hold)),
+            reason: None,
+        };
+        self.record(admission.at);
         admission
     }
 
@@ -194,6 +249,11 @@ impl Pacer {
         if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
             self.starts.remove(i);
         }
+    }
+
+    /// Records a start at `at`, in order of time.
+    fn record(&mut self, at: Duration) {
+        record(&mut self.starts, at);
     }
 
     /// The windows a first attempt starting at `now` spends, which a fleet
@@ -248,7 +308,7 @@ impl Pacer {
     fn place(&mut self, i: usize, now: Duration) -> Option<(Duration, PaceReason)> {
         let limit = &self.limits[i];
         let left = match limit.kind {
-            LimitKind::Requests => limit.left(&self.starts),
+            LimitKind::Requests => limit.left(&self.starts, &self.answered),
             LimitKind::Tokens if limit.remaining <= self.config.token_threshold => 0,
             // With a cost learned from the server's counts, the first
             // attempts started since the reading are taken from it too;
@@ -332,4 +392,14 @@ impl Pacer {
         self.latest = self.latest.max(now);
         self.latest
     }
+}
+
+/// Adds `at` to `instants` in order of time, forgetting the earliest
+/// beyond [`MAX_STARTS`].
+fn record(instants: &mut VecDeque<Duration>, at: Duration) {
+    if instants.len() >= MAX_STARTS {
+        instants.pop_front();
+    }
+    let place = instants.partition_point(|s| *s <= at);
+    instants.insert(place, at);
 }
