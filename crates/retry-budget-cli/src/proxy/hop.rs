@@ -13,6 +13,7 @@
 //! `Proxy-Authenticate` from responses (a challenge meant for the next proxy
 //! down, not for the caller).
 
+use http::header::Entry;
 use http::header::{
     CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRANSFER_ENCODING, UPGRADE,
 };
@@ -103,27 +104,29 @@ fn strip(headers: &mut HeaderMap, listed: &[HeaderName; 7], present: u32) {
     if present == 0 {
         return;
     }
-    // The fields `Connection` names, read while it is still there. A name
-    // that is listed is already marked if present.
+    // The fields `Connection` names, read from it before it is removed
+    // (one lookup for both). A name that is listed is already marked if
+    // present.
     let mut named: Vec<String> = Vec::new();
     if present & 1 != 0 {
-        // `to_str` leaves visible ASCII, spaces and tabs: ASCII trimming
-        // is all a token needs.
-        let tokens = headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim_ascii)
-            .filter(|token| {
-                !token.is_empty()
-                    && !listed
+        if let Entry::Occupied(connection) = headers.entry(CONNECTION) {
+            // `to_str` leaves visible ASCII, spaces and tabs: ASCII
+            // trimming is all a token needs.
+            for value in connection.iter().filter_map(|v| v.to_str().ok()) {
+                let tokens = value.split(',').map(str::trim_ascii);
+                for token in tokens.filter(|token| !token.is_empty()) {
+                    if !listed
                         .iter()
                         .any(|l| l.as_str().eq_ignore_ascii_case(token))
-            });
-        named.extend(tokens.map(str::to_owned));
+                    {
+                        named.push(token.to_owned());
+                    }
+                }
+            }
+            connection.remove();
+        }
     }
-    for (bit, name) in listed.iter().enumerate() {
+    for (bit, name) in listed.iter().enumerate().skip(1) {
         if present & (1 << bit) != 0 {
             headers.remove(name);
         }
