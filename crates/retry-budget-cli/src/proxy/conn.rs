@@ -89,7 +89,7 @@ impl Gate {
         permit: OwnedSemaphorePermit,
     ) {
         let _permit = permit;
-        if let Some(expired) = (Bounded::new(connection, activity.expired(limits))).await {
+        if let Some(expired) = Bounded::new(connection, activity.expired(limits)).await {
             tracing::debug!(
                 target: "retry_budget::proxy",
                 port = self.port,
