@@ -17,7 +17,8 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue};
 use retry_budget::{Policy, PolicyError};
 
-use super::attempt::{AttemptOffset, ATTEMPT};
+use super::attempt::AttemptOffset;
+use super::fields::Fields;
 use super::route::RouteConfig;
 use crate::common::idempotency::has_idempotency_key;
 
@@ -57,14 +58,14 @@ pub struct Class {
 }
 
 impl Class {
-    /// The class of a request whose hop-by-hop fields are gone, going to
-    /// the upstream path `path`.
-    pub fn of(parts: &Parts, path: &str, config: &RouteConfig) -> Self {
+    /// The class of a request whose hop-by-hop fields are gone (its
+    /// `fields` found in them), going to the upstream path `path`.
+    pub fn of(parts: &Parts, fields: &Fields<'_>, path: &str, config: &RouteConfig) -> Self {
         let headers = &parts.headers;
-        let sdk_retry = headers
-            .get(&SDK_RETRY_COUNT)
+        let sdk_retry = fields
+            .sdk_retry_count
             .is_some_and(|v| incoming_attempt(v) > 0);
-        let incoming = headers.get(&ATTEMPT).map(incoming_attempt);
+        let incoming = fields.attempt.map(incoming_attempt);
         let once = if incoming.is_some_and(|n| n > 1) && !config.retry_retries {
             Some(Once::AlreadyARetry)
         } else if sdk_retry && !config.retry_retries {

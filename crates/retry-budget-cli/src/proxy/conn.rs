@@ -24,12 +24,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Wake, Waker};
 
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -89,17 +89,104 @@ impl Gate {
         permit: OwnedSemaphorePermit,
     ) {
         let _permit = permit;
-        tokio::select! {
-            _ = connection => {}
-            expired = activity.expired(limits) => {
-                tracing::debug!(
-                    target: "retry_budget::proxy",
-                    port = self.port,
-                    reason = expired.as_str(),
-                    "connection closed by its bounds"
-                );
-                self.metrics.connection_closed(self.port, expired.as_str());
+        if let Some(expired) = Bounded::new(connection, activity.expired(limits)).await {
+            tracing::debug!(
+                target: "retry_budget::proxy",
+                port = self.port,
+                reason = expired.as_str(),
+                "connection closed by its bounds"
+            );
+            self.metrics.connection_closed(self.port, expired.as_str());
+        }
+    }
+}
+
+pin_project! {
+    /// A connection run beside its bounds: `None` when the connection
+    /// ends, `Some` with the bounds' word when they resolve first (the
+    /// connection is then dropped).
+    ///
+    /// Hand-written, because `select!` (tokio's or futures') polls every
+    /// branch on every wake of the task, and the connection's task wakes
+    /// several times per request, while the bounds need polling only when
+    /// their own timer or notification fires: the bounds are polled with a
+    /// waker of their own ([`BoundsWoken`]), and only after it was woken.
+    struct Bounded<C, B> {
+        #[pin]
+        connection: C,
+        #[pin]
+        bounds: B,
+        woken: Arc<BoundsWoken>,
+        // The task's waker last given to `woken`, to see a change without
+        // taking its lock.
+        registered: Option<Waker>,
+    }
+}
+
+impl<C, B> Bounded<C, B> {
+    fn new(connection: C, bounds: B) -> Self {
+        Self {
+            connection,
+            bounds,
+            woken: Arc::new(BoundsWoken {
+                // Polled once at first, to arm the timer.
+                fired: AtomicBool::new(true),
+                task: Mutex::new(None),
+            }),
+            registered: None,
+        }
+    }
+}
+
+impl<C: Future, B: Future> Future for Bounded<C, B> {
+    type Output = Option<B::Output>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if !this
+            .registered
+            .as_ref()
+            .is_some_and(|waker| waker.will_wake(cx.waker()))
+        {
+            *this
+                .woken
+                .task
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
+            *this.registered = Some(cx.waker().clone());
+        }
+        if this.connection.poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        // Read after the task's waker is in place: a wake after this
+        // read wakes the task, which polls again.
+        if this.woken.fired.swap(false, Ordering::AcqRel) {
+            let waker = Waker::from(this.woken.clone());
+            if let Poll::Ready(expired) = this.bounds.poll(&mut Context::from_waker(&waker)) {
+                return Poll::Ready(Some(expired));
             }
+        }
+        Poll::Pending
+    }
+}
+
+/// The bounds' waker: marks them to be polled, and wakes the connection's
+/// task.
+struct BoundsWoken {
+    fired: AtomicBool,
+    task: Mutex<Option<Waker>>,
+}
+
+impl Wake for BoundsWoken {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.fired.store(true, Ordering::Release);
+        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = task.as_ref() {
+            task.wake_by_ref();
         }
     }
 }
@@ -289,5 +376,47 @@ mod tests {
         assert_eq!(activity.expired(LIMITS).await, Expired::Idle);
         assert_eq!(start.elapsed(), Duration::from_secs(40));
         requests.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bounds_end_a_connection_that_does_not_end() {
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        let bounded = Bounded::new(std::future::pending::<()>(), activity.expired(LIMITS));
+        assert_eq!(bounded.await, Some(Expired::NoFirstRequest));
+        assert_eq!(start.elapsed(), LIMITS.header_timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_that_ends_first_ends_without_its_bounds() {
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        let connection = tokio::time::sleep(Duration::from_secs(1));
+        assert_eq!(
+            Bounded::new(connection, activity.expired(LIMITS)).await,
+            None
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bounds_are_woken_by_their_own_timer_and_notification() {
+        // The connection's own wakes (its sleep) and the bounds' (the first
+        // request's notification, then the idle timer) come apart.
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        let a = activity.clone();
+        let connection = async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let first = a.begin();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(first);
+            std::future::pending::<()>().await;
+        };
+        assert_eq!(
+            Bounded::new(connection, activity.expired(LIMITS)).await,
+            Some(Expired::Idle)
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(41));
     }
 }

@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use super::fields::Fields;
+
 /// `grpc-timeout`.
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 /// `x-envoy-upstream-rq-timeout-ms`.
@@ -36,13 +38,13 @@ pub struct Allowed {
     pub envoy: bool,
 }
 
-/// Reads the caller's deadline headers. A missing or unreadable header is
+/// Reads the caller's deadline headers (found in `fields`). A missing or unreadable header is
 /// no deadline (it is forwarded as it came); Envoy's `0` means "no
 /// timeout", as in Envoy.
-pub fn read(headers: &HeaderMap) -> Option<Allowed> {
-    let grpc = headers.get(GRPC_TIMEOUT).and_then(parse_grpc_timeout);
-    let envoy = headers
-        .get(ENVOY_TIMEOUT)
+pub fn read(fields: &Fields<'_>) -> Option<Allowed> {
+    let grpc = fields.grpc_timeout.and_then(parse_grpc_timeout);
+    let envoy = fields
+        .envoy_timeout
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|v| v.parse::<u64>().ok())
@@ -134,6 +136,11 @@ fn format_grpc_timeout(left: Duration) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::read`] of the fields found in `headers`.
+    fn read(headers: &HeaderMap) -> Option<Allowed> {
+        super::read(&Fields::of(headers))
+    }
 
     fn headers(fields: &[(&HeaderName, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use super::args::ProxyConfig;
 use super::classify::{policy_of, Class};
 use super::deadline;
+use super::fields::Fields;
 use super::hop;
 use super::metrics::Metrics;
 use super::refuse;
@@ -140,8 +141,9 @@ pub async fn handle(
         Err(error) => return Ok(refuse::target(&parts, &error)),
     };
     hop::strip_request(&mut parts.headers);
-    let class = Class::of(&parts, uri.path(), &route.config);
-    let allowed = deadline::read(&parts.headers);
+    let fields = Fields::of(&parts.headers);
+    let class = Class::of(&parts, &fields, uri.path(), &route.config);
+    let allowed = deadline::read(&fields);
     let policy = match policy_of(route.config.policy, allowed.map(|a| a.time), class.once) {
         Ok(policy) => policy,
         Err(refused) => return Ok(refuse::policy(&parts, &refused)),

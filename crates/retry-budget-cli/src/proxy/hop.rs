@@ -13,6 +13,7 @@
 //! `Proxy-Authenticate` from responses (a challenge meant for the next proxy
 //! down, not for the caller).
 
+use http::header::Entry;
 use http::header::{
     CONNECTION, PROXY_AUTHENTICATE, PROXY_AUTHORIZATION, TE, TRANSFER_ENCODING, UPGRADE,
 };
@@ -71,10 +72,16 @@ pub fn strip_response(headers: &mut HeaderMap) {
 
 /// Which of the `listed` names are present, one bit each, in one pass over
 /// the names present (most messages have none of them, or only
-/// `Connection: keep-alive`, which names a listed field).
+/// `Connection: keep-alive`, which names a listed field). A name is
+/// compared with the listed ones only if one of them has its length: most
+/// field names (`Host`, `Date`, `Content-Type`, ...) have none of the
+/// listed lengths.
 fn present(headers: &HeaderMap, listed: &[HeaderName; 7]) -> u32 {
     let mut present = 0u32;
     for name in headers.keys() {
+        if !LISTED_LENGTHS.contains(&name.as_str().len()) {
+            continue;
+        }
         for (bit, hop) in listed.iter().enumerate() {
             if hop == name {
                 present |= 1 << bit;
@@ -85,6 +92,11 @@ fn present(headers: &HeaderMap, listed: &[HeaderName; 7]) -> u32 {
     present
 }
 
+/// The lengths of the names in [`REQUEST`] and [`RESPONSE`] (`te`,
+/// `upgrade`, `connection` and `keep-alive`, `proxy-connection`,
+/// `transfer-encoding`, `proxy-authenticate`, `proxy-authorization`).
+const LISTED_LENGTHS: [usize; 7] = [2, 7, 10, 16, 17, 18, 19];
+
 /// Removes the `listed` names marked `present` and the fields `Connection`
 /// (`listed[0]`) names; a field `Connection` names that is not listed is
 /// removed by its name as written, with no `HeaderName` built for it.
@@ -92,25 +104,29 @@ fn strip(headers: &mut HeaderMap, listed: &[HeaderName; 7], present: u32) {
     if present == 0 {
         return;
     }
-    // The fields `Connection` names, read while it is still there. A name
-    // that is listed is already marked if present.
+    // The fields `Connection` names, read from it before it is removed
+    // (one lookup for both). A name that is listed is already marked if
+    // present.
     let mut named: Vec<String> = Vec::new();
     if present & 1 != 0 {
-        let tokens = headers
-            .get_all(CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .filter(|token| {
-                !token.is_empty()
-                    && !listed
+        if let Entry::Occupied(connection) = headers.entry(CONNECTION) {
+            // `to_str` leaves visible ASCII, spaces and tabs: ASCII
+            // trimming is all a token needs.
+            for value in connection.iter().filter_map(|v| v.to_str().ok()) {
+                let tokens = value.split(',').map(str::trim_ascii);
+                for token in tokens.filter(|token| !token.is_empty()) {
+                    if !listed
                         .iter()
                         .any(|l| l.as_str().eq_ignore_ascii_case(token))
-            });
-        named.extend(tokens.map(str::to_owned));
+                    {
+                        named.push(token.to_owned());
+                    }
+                }
+            }
+            connection.remove();
+        }
     }
-    for (bit, name) in listed.iter().enumerate() {
+    for (bit, name) in listed.iter().enumerate().skip(1) {
         if present & (1 << bit) != 0 {
             headers.remove(name);
         }
@@ -172,6 +188,13 @@ mod tests {
         assert!(headers.contains_key(AUTHORIZATION));
         assert!(headers.contains_key(COOKIE));
         assert!(headers.contains_key(CONTENT_TYPE));
+    }
+
+    #[test]
+    fn every_listed_name_has_a_listed_length() {
+        for name in REQUEST.iter().chain(&RESPONSE) {
+            assert!(LISTED_LENGTHS.contains(&name.as_str().len()), "{name}");
+        }
     }
 
     #[test]

@@ -54,6 +54,7 @@ mod attempt;
 mod classify;
 mod conn;
 mod deadline;
+mod fields;
 mod file;
 mod forward;
 mod hop;

@@ -51,7 +51,11 @@ pub async fn run(
         .oneshot(request)
         .instrument(span.clone()));
     let result = action.await;
-    let report = guard.slot.get();
+    // Taken, not copied: from here on the report is passed along, and
+    // every path below that has one writes the line from it (`guard`'s
+    // drop reads the slot only when no line was written, which is only
+    // when there is no report).
+    let report = guard.slot.take();
     record(&span, report.as_ref());
     if let Some(broken) = broke.get() {
         // Whatever the action's end, the caller's body broke first.
