@@ -428,6 +428,12 @@ impl Metrics {
 
     /// One trail event of action `id`, as the layer records it.
     pub fn event(&self, id: u64, event: &Event) {
+        if matches!(event.kind, EventKind::StatusAfterData { .. }) {
+            // Told after the action's `stopped`: not a step of a running
+            // action (its corrected report is counted by `report_of`), so
+            // it must not enter the running map nor the in-flight gauge.
+            return;
+        }
         let m = &*self.inner;
         let shard = usize::try_from(id % SHARDS as u64).unwrap_or(0);
         let mut running = m.running[shard]
@@ -707,6 +713,30 @@ mod tests {
         ] {
             assert!(text.contains(line), "missing {line}:\n{text}");
         }
+    }
+
+    /// A late status told after the action stopped (a gRPC status in the
+    /// trailers after data) leaves no action counted as in flight.
+    #[test]
+    fn a_status_after_data_leaves_nothing_in_flight() {
+        let metrics = Metrics::new();
+        let mut action = Action::new(Policy::default());
+        action.attempt_started(Duration::ZERO);
+        action.response(Duration::from_millis(10), 200, &RetryAfter::Missing, None);
+        for event in action.events() {
+            metrics.event(9, event);
+        }
+        let mut report = action.into_report().unwrap();
+        assert!(report.status_after_data(Duration::from_millis(20), 429, "grpc-status 8"));
+        let late = report.events.last().unwrap().clone();
+        assert!(matches!(late.kind, EventKind::StatusAfterData { .. }));
+        metrics.event(9, &late);
+        metrics.report(&report);
+        let text = metrics.encode();
+        assert!(
+            text.contains("retry_budget_actions_in_flight 0\n"),
+            "{text}"
+        );
     }
 
     /// The cached series of `actions`: each outcome and category its own,
