@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{Action, Decision, Policy};
+use retry_budget::{retry_after::RetryAfter, Action, Decision, Policy};
 use tokio::time::Sleep;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
@@ -142,9 +142,11 @@ where
                 // read only when the core needs it (a date, alone or among
                 // repeated values).
                 let headers = response.headers();
-                let mut signal = HttpSignal.read(response.status(), headers, response.extensions());
+                let signal = HttpSignal.read(response.status(), headers, response.extensions());
                 let (calendar, dates) = (&self.calendar, &self.dates);
+                let mut retry_after = RetryAfter::Missing;
                 let answer = signal.answer(
+                    &mut retry_after,
                     || match calendar {
                         None => dates.reading(&SystemCalendar, headers),
                         Some(calendar) => dates.reading(calendar.as_ref(), headers),

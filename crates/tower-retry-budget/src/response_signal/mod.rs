@@ -138,29 +138,44 @@ impl Signal {
     }
 
     /// The core's [`Answer`]: this reading, moved in (its `Retry-After`
-    /// lent), with the calendar read (`calendar`) only if a date needs it
-    /// and, for a reader that looks (`body`: the response's extensions),
-    /// what a layer below found in the body: **the one place a response
-    /// becomes what the core is told**.
-    pub(crate) fn answer(
-        &mut self,
+    /// moved to `retry_after`, which the answer borrows), with the calendar
+    /// read (`calendar`) only if a date needs it and, for a reader that
+    /// looks (`body`: the response's extensions), what a layer below found
+    /// in the body: **the one place a response becomes what the core is
+    /// told**. Each part is moved once; what the response does not say is
+    /// not set.
+    pub(crate) fn answer<'a>(
+        self,
+        retry_after: &'a mut RetryAfter,
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
-    ) -> Answer<'_> {
+    ) -> Answer<'a> {
+        let Self {
+            status,
+            retry_after: read,
+            retry_forbidden,
+            translated_from,
+            mut reset_headers,
+            retry_after_ms,
+            should_retry,
+            quota,
+        } = self;
+        *retry_after = read;
+        let retry_after: &'a RetryAfter = retry_after;
         // What a layer below found in the body (only ever read of an error
         // status; a success skips the look).
-        let found = (self.status >= 400)
+        let found = (status >= 400)
             .then(|| body.and_then(Extensions::get::<BodySignals>))
             .flatten();
         // The limit the body names as the one hit: its reset counts.
         if let Some(limit) = found.and_then(BodySignals::limit) {
-            if let Some(resets) = self.reset_headers.as_mut() {
+            if let Some(resets) = reset_headers.as_mut() {
                 resets.limit_named(limit);
             }
         }
         // A delay found in the body: one more reset value.
         if let Some(delay) = found.and_then(BodySignals::retry_delay) {
-            self.reset_headers
+            reset_headers
                 .get_or_insert_with(|| ResetHeaders::new(None))
                 .push(
                     BodySignals::RETRY_DELAY_NAME,
@@ -168,34 +183,37 @@ impl Signal {
                     delay.as_bytes(),
                 );
         }
+        let mut answer = Answer::new(status, retry_after);
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
-        let needs_calendar = self.retry_after.needs_calendar()
-            || self
-                .reset_headers
+        if retry_after.needs_calendar()
+            || reset_headers
                 .as_ref()
-                .is_some_and(ResetHeaders::needs_calendar);
-        let mut answer = Answer::new(self.status, &self.retry_after)
-            .calendar(if needs_calendar { calendar() } else { None })
-            .forbidden(self.retry_forbidden);
-        if let Some(resets) = self.reset_headers.take() {
+                .is_some_and(ResetHeaders::needs_calendar)
+        {
+            answer = answer.calendar(calendar());
+        }
+        if retry_forbidden {
+            answer = answer.forbidden(true);
+        }
+        if let Some(resets) = reset_headers {
             answer = answer.resets(resets);
         }
-        if let Some(from) = self.translated_from.take() {
+        if let Some(from) = translated_from {
             answer = answer.translated_from(from);
         }
-        if let Some(values) = self.retry_after_ms.take() {
+        if let Some(values) = retry_after_ms {
             answer = answer.retry_after_ms(values);
         }
-        if let Some(word) = self.should_retry.take() {
+        if let Some(word) = should_retry {
             answer = answer.should_retry(word);
         }
         // A layer below read the body: the service said its quota is used
         // up (only ever said of an error status; a success skips the look).
-        if self.status >= 400 {
+        if status >= 400 {
             if let Some(quota) = found.and_then(BodySignals::quota) {
                 answer = answer.quota(quota);
-            } else if let Some(code) = self.quota {
+            } else if let Some(code) = quota {
                 answer = answer.quota(code);
             }
             if let Some(kind) = found.and_then(BodySignals::rate_limited) {
