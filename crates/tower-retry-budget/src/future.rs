@@ -166,14 +166,18 @@ where
     /// caller made ready: its first attempt, or a wait for a hold-off, or a
     /// stop, as the core answers.
     #[inline(always)]
-    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, request: Request<B>) -> Self
+    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
     where
         S: Clone,
         B: Clone,
     {
-        let (request, extras) = match config.extras.found(request.extensions()) {
-            Some(extras) => (request, extras),
-            None => config.extras.start(request),
+        let extras = match config.extras.found(request.extensions()) {
+            Some(extras) => extras,
+            None => {
+                let (marked, extras) = config.extras.start(request);
+                request = marked;
+                extras
+            }
         };
         let ctx = Ctx::new(config.clone(), inner.clone(), extras, Some(request));
         // Built in place, then started: the action's state is not moved

@@ -144,6 +144,7 @@ impl Signal {
     /// in the body: **the one place a response becomes what the core is
     /// told**. Each part is moved once; what the response does not say is
     /// not set.
+    #[inline(always)]
     pub(crate) fn answer<'a>(
         self,
         retry_after: &'a mut RetryAfter,
