@@ -309,6 +309,7 @@ pub(crate) struct Extras {
 
 impl Extras {
     /// None; the subscriber asked once.
+    #[inline(always)]
     fn traced() -> Self {
         Self {
             part: None,
@@ -397,6 +398,7 @@ impl Extras {
     }
 
     /// See [`ActionExtra::before_first`].
+    #[inline]
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         match self.acting(Moments::BEFORE_FIRST) {
             Some(part) => part.before_first(clock),
