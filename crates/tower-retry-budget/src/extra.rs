@@ -246,11 +246,14 @@ impl ExtraList {
         Some(Extras::of(made))
     }
 
-    /// The parts of the action of `request`, which each extra may mark.
-    pub(crate) fn start<B>(&self, request: http::Request<B>) -> (http::Request<B>, Extras) {
-        let plain = request.extensions().is_empty();
-        let by_request = if plain { &[][..] } else { &self.by_request[..] };
-        let (mut parts, body) = request.into_parts();
+    /// The parts of the action of the request taken apart into `parts`,
+    /// which each extra may mark.
+    pub(crate) fn start(&self, parts: &mut Parts) -> Extras {
+        let by_request = if parts.extensions.is_empty() {
+            &[][..]
+        } else {
+            &self.by_request[..]
+        };
         // The request's own first (the caller's slot is filled before the
         // observer hears the report), then the layer's.
         let found = by_request.iter().map(|extra| Maker::Found(&**extra));
@@ -259,10 +262,9 @@ impl ExtraList {
             .chain(configured.map(|(_, extra)| Maker::Configured(&**extra)))
             .filter_map(|maker| match maker {
                 Maker::Found(extra) => extra.find(&parts.extensions),
-                Maker::Configured(extra) => extra.start(Some(&mut parts)),
+                Maker::Configured(extra) => extra.start(Some(&mut *parts)),
             });
-        let extras = Extras::of(made);
-        (http::Request::from_parts(parts, body), extras)
+        Extras::of(made)
     }
 
     /// The parts of an action that never got a request.

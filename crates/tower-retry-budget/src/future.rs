@@ -173,9 +173,12 @@ where
     {
         let extras = match config.extras.found(request.extensions()) {
             Some(extras) => extras,
+            // Taken apart for the extras the layer is configured with,
+            // which may mark it.
             None => {
-                let (marked, extras) = config.extras.start(request);
-                request = marked;
+                let (mut parts, body) = request.into_parts();
+                let extras = config.extras.start(&mut parts);
+                request = Request::from_parts(parts, body);
                 extras
             }
         };
