@@ -35,6 +35,9 @@ pub(crate) struct Ctx<S, B> {
     extras: Extras,
 }
 
+/// What an action's end presumes.
+const STOPPED: &str = "an action ends only once the core stopped it";
+
 /// How an action ended, besides its report.
 pub(crate) type Ending<R, E> = Result<R, ErrorKind<E>>;
 
@@ -200,7 +203,12 @@ impl<S, B> Ctx<S, B> {
                 // Asked for by nobody (`ReportMode::WhenRetried`, one
                 // attempt, no extra that wants it): no report is built.
                 if self.action.attempts_started() > 1 || !self.report_unasked() {
-                    if let Some(report) = self.conclude() {
+                    // The report built once, where it goes: the extras
+                    // hear it, then the response carries it.
+                    let report = self.action.take_report();
+                    debug_assert!(report.is_some(), "{STOPPED}");
+                    if let Some(report) = report {
+                        self.extras.report(&report, &mut self.clock);
                         let extensions = response.extensions_mut();
                         self.extras.deliver(extensions, &report, &mut self.clock);
                         extensions.insert(report);
@@ -227,10 +235,7 @@ impl<S, B> Ctx<S, B> {
     /// it too.
     fn conclude(&mut self) -> Option<Report> {
         let report = self.action.take_report();
-        debug_assert!(
-            report.is_some(),
-            "an action ends only once the core stopped it"
-        );
+        debug_assert!(report.is_some(), "{STOPPED}");
         if let Some(report) = &report {
             self.extras.report(report, &mut self.clock);
         }
