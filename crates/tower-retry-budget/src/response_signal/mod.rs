@@ -162,28 +162,12 @@ impl Signal {
             quota,
         } = self;
         *retry_after = read;
-        let retry_after: &'a RetryAfter = retry_after;
-        // What a layer below found in the body (only ever read of an error
-        // status; a success skips the look).
+        // What a layer below found in the body (read of an error status).
         let found = (status >= 400)
             .then(|| body.and_then(Extensions::get::<BodySignals>))
             .flatten();
-        // The limit the body names as the one hit: its reset counts.
-        if let Some(limit) = found.and_then(BodySignals::limit) {
-            if let Some(resets) = reset_headers.as_mut() {
-                resets.limit_named(limit);
-            }
-        }
-        // A delay found in the body: one more reset value.
-        if let Some(delay) = found.and_then(BodySignals::retry_delay) {
-            reset_headers
-                .get_or_insert_with(|| ResetHeaders::new(None))
-                .push(
-                    BodySignals::RETRY_DELAY_NAME,
-                    ResetFormat::Duration,
-                    delay.as_bytes(),
-                );
-        }
+        body_resets(found, &mut reset_headers);
+        let retry_after: &'a RetryAfter = retry_after;
         let mut answer = Answer::new(status, retry_after);
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
@@ -222,6 +206,25 @@ impl Signal {
             }
         }
         answer
+    }
+}
+
+/// What a layer below found in the body adds to the reset headers: the
+/// limit it names as the one hit (its reset counts), and a delay (one more
+/// reset value).
+#[inline(always)]
+fn body_resets(found: Option<&BodySignals>, resets: &mut Option<ResetHeaders>) {
+    if let Some(limit) = found.and_then(BodySignals::limit) {
+        if let Some(resets) = resets.as_mut() {
+            resets.limit_named(limit);
+        }
+    }
+    if let Some(delay) = found.and_then(BodySignals::retry_delay) {
+        resets.get_or_insert_with(|| ResetHeaders::new(None)).push(
+            BodySignals::RETRY_DELAY_NAME,
+            ResetFormat::Duration,
+            delay.as_bytes(),
+        );
     }
 }
 
