@@ -69,6 +69,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::answer::More;
 use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
@@ -340,10 +341,13 @@ impl Action {
             replayable,
             retry_after_ms,
             should_retry,
+            more,
+        } = answer;
+        let More {
             quota,
             rate_limited,
             quota_notes,
-        } = answer;
+        } = more.map_or_else(More::default, |more| *more);
         let now = self.observe(now);
         if !matches!(self.phase, Phase::InFlight { .. }) {
             return self.decision();

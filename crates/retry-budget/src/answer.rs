@@ -58,6 +58,15 @@ pub struct Answer<'a> {
     pub(crate) replayable: bool,
     pub(crate) retry_after_ms: Option<RetryAfterMs>,
     pub(crate) should_retry: Option<ShouldRetry>,
+    /// What a response rarely tells, apart (none: nothing of it).
+    pub(crate) more: Option<Box<More>>,
+}
+
+/// The parts of an [`Answer`] a response rarely has (a used-up quota, a
+/// service's own rate limit, quota fields set aside), kept apart so that
+/// the usual answer is small and carries none of them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct More {
     pub(crate) quota: Option<Box<str>>,
     pub(crate) rate_limited: Option<Box<str>>,
     pub(crate) quota_notes: Option<Box<[QuotaNote]>>,
@@ -79,9 +88,7 @@ impl<'a> Answer<'a> {
             replayable: true,
             retry_after_ms: None,
             should_retry: None,
-            quota: None,
-            rate_limited: None,
-            quota_notes: None,
+            more: None,
         }
     }
 
@@ -105,8 +112,16 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn quota_notes(mut self, notes: Vec<QuotaNote>) -> Self {
-        self.quota_notes = (!notes.is_empty()).then(|| notes.into_boxed_slice());
+        let notes = (!notes.is_empty()).then(|| notes.into_boxed_slice());
+        if notes.is_some() || self.more.is_some() {
+            self.more().quota_notes = notes;
+        }
         self
+    }
+
+    /// The rare parts, made if need be.
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_with(Box::default)
     }
 
     /// The response says it is a transient rate limit of the service's
@@ -135,7 +150,7 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn rate_limited(mut self, kind: impl Into<Box<str>>) -> Self {
-        self.rate_limited = Some(kind.into());
+        self.more().rate_limited = Some(kind.into());
         self
     }
 
@@ -220,7 +235,7 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn quota(mut self, code: impl Into<Box<str>>) -> Self {
-        self.quota = Some(code.into());
+        self.more().quota = Some(code.into());
         self
     }
 
