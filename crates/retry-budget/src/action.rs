@@ -337,13 +337,13 @@ impl Action {
             calendar,
             resets: reset_headers,
             forbidden,
-            translated_from,
             replayable,
-            retry_after_ms,
-            should_retry,
             more,
         } = answer;
         let More {
+            translated_from,
+            retry_after_ms,
+            should_retry,
             quota,
             rate_limited,
             quota_notes,

@@ -54,19 +54,20 @@ pub struct Answer<'a> {
     pub(crate) calendar: Option<SystemTime>,
     pub(crate) resets: Option<ResetHeaders>,
     pub(crate) forbidden: bool,
-    pub(crate) translated_from: Option<String>,
     pub(crate) replayable: bool,
-    pub(crate) retry_after_ms: Option<RetryAfterMs>,
-    pub(crate) should_retry: Option<ShouldRetry>,
     /// What a response rarely tells, apart (none: nothing of it).
     pub(crate) more: Option<Box<More>>,
 }
 
-/// The parts of an [`Answer`] a response rarely has (a used-up quota, a
+/// The parts of an [`Answer`] a response rarely has (a translated status,
+/// a provider's `retry-after-ms` or `x-should-retry`, a used-up quota, a
 /// service's own rate limit, quota fields set aside), kept apart so that
 /// the usual answer is small and carries none of them.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct More {
+    pub(crate) translated_from: Option<String>,
+    pub(crate) retry_after_ms: Option<RetryAfterMs>,
+    pub(crate) should_retry: Option<ShouldRetry>,
     pub(crate) quota: Option<Box<str>>,
     pub(crate) rate_limited: Option<Box<str>>,
     pub(crate) quota_notes: Option<Box<[QuotaNote]>>,
@@ -84,10 +85,7 @@ impl<'a> Answer<'a> {
             calendar: None,
             resets: None,
             forbidden: false,
-            translated_from: None,
             replayable: true,
-            retry_after_ms: None,
-            should_retry: None,
             more: None,
         }
     }
@@ -178,7 +176,10 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn retry_after_ms(mut self, values: RetryAfterMs) -> Self {
-        self.retry_after_ms = (!values.is_empty()).then_some(values);
+        let values = (!values.is_empty()).then_some(values);
+        if values.is_some() || self.more.is_some() {
+            self.more().retry_after_ms = values;
+        }
         self
     }
 
@@ -207,7 +208,7 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn should_retry(mut self, word: ShouldRetry) -> Self {
-        self.should_retry = Some(word);
+        self.more().should_retry = Some(word);
         self
     }
 
@@ -277,7 +278,7 @@ impl<'a> Answer<'a> {
     /// no decision.
     #[inline]
     pub fn translated_from(mut self, from: impl Into<String>) -> Self {
-        self.translated_from = Some(from.into());
+        self.more().translated_from = Some(from.into());
         self
     }
 
