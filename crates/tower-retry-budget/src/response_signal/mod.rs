@@ -28,11 +28,20 @@ pub struct Signal {
     status: u16,
     retry_after: RetryAfter,
     retry_forbidden: bool,
-    translated_from: Option<String>,
     reset_headers: Option<ResetHeaders>,
+    quota: Option<&'static str>,
+    /// What a response rarely says, apart (none: nothing of it).
+    more: Option<Box<More>>,
+}
+
+/// The parts of a [`Signal`] a response rarely has (a translated status, a
+/// provider's `retry-after-ms` or `x-should-retry`), kept apart so that
+/// the usual signal is small and carries none of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct More {
+    translated_from: Option<String>,
     retry_after_ms: Option<RetryAfterMs>,
     should_retry: Option<ShouldRetry>,
-    quota: Option<&'static str>,
 }
 
 impl Signal {
@@ -42,12 +51,15 @@ impl Signal {
             status,
             retry_after,
             retry_forbidden: false,
-            translated_from: None,
             reset_headers: None,
-            retry_after_ms: None,
-            should_retry: None,
             quota: None,
+            more: None,
         }
+    }
+
+    /// The rare parts, made if need be.
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_with(Box::default)
     }
 
     /// A header said the quota is used up (`code`, the service's name
@@ -67,25 +79,25 @@ impl Signal {
     /// count with `Retry-After` (see [`ResetSignal::retry_after_ms`]).
     #[must_use]
     pub fn with_retry_after_ms(mut self, values: RetryAfterMs) -> Self {
-        self.retry_after_ms = Some(values);
+        self.more().retry_after_ms = Some(values);
         self
     }
 
     /// The `retry-after-ms` values found, if any were looked for.
-    pub const fn retry_after_ms(&self) -> Option<&RetryAfterMs> {
-        self.retry_after_ms.as_ref()
+    pub fn retry_after_ms(&self) -> Option<&RetryAfterMs> {
+        self.more.as_ref()?.retry_after_ms.as_ref()
     }
 
     /// The server's word on retrying (see [`ResetSignal::should_retry`]).
     #[must_use]
     pub fn with_should_retry(mut self, word: ShouldRetry) -> Self {
-        self.should_retry = Some(word);
+        self.more().should_retry = Some(word);
         self
     }
 
     /// The server's word on retrying, if it was looked for and sent.
-    pub const fn should_retry(&self) -> Option<&ShouldRetry> {
-        self.should_retry.as_ref()
+    pub fn should_retry(&self) -> Option<&ShouldRetry> {
+        self.more.as_ref()?.should_retry.as_ref()
     }
 
     /// The rate-limit reset headers found in the response, raw, for the
@@ -113,7 +125,7 @@ impl Signal {
     /// signal; `from` (what the server actually sent) goes into the trail.
     #[must_use]
     pub fn translated_from(mut self, from: impl Into<String>) -> Self {
-        self.translated_from = Some(from.into());
+        self.more().translated_from = Some(from.into());
         self
     }
 
@@ -134,7 +146,7 @@ impl Signal {
 
     /// What the server actually sent, if the signal was translated.
     pub fn translation(&self) -> Option<&str> {
-        self.translated_from.as_deref()
+        self.more.as_ref()?.translated_from.as_deref()
     }
 
     /// The core's [`Answer`]: this reading, moved in (its `Retry-After`
@@ -155,11 +167,9 @@ impl Signal {
             status,
             retry_after: read,
             retry_forbidden,
-            translated_from,
             mut reset_headers,
-            retry_after_ms,
-            should_retry,
             quota,
+            more,
         } = self;
         *retry_after = read;
         // What a layer below found in the body (read of an error status).
@@ -184,14 +194,8 @@ impl Signal {
         if let Some(resets) = reset_headers {
             answer = answer.resets(resets);
         }
-        if let Some(from) = translated_from {
-            answer = answer.translated_from(from);
-        }
-        if let Some(values) = retry_after_ms {
-            answer = answer.retry_after_ms(values);
-        }
-        if let Some(word) = should_retry {
-            answer = answer.should_retry(word);
+        if let Some(more) = more {
+            answer = more.told(answer);
         }
         // A layer below read the body: the service said its quota is used
         // up (only ever said of an error status; a success skips the look).
@@ -204,6 +208,22 @@ impl Signal {
             if let Some(kind) = found.and_then(BodySignals::rate_limited) {
                 answer = answer.rate_limited(kind);
             }
+        }
+        answer
+    }
+}
+
+impl More {
+    /// The answer with these parts told.
+    fn told(self, mut answer: Answer<'_>) -> Answer<'_> {
+        if let Some(from) = self.translated_from {
+            answer = answer.translated_from(from);
+        }
+        if let Some(values) = self.retry_after_ms {
+            answer = answer.retry_after_ms(values);
+        }
+        if let Some(word) = self.should_retry {
+            answer = answer.should_retry(word);
         }
         answer
     }
