@@ -69,7 +69,6 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use crate::answer::More;
 use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
@@ -340,19 +339,13 @@ impl Action {
             replayable,
             more,
         } = answer;
-        let More {
-            translated_from,
-            retry_after_ms,
-            should_retry,
-            quota,
-            rate_limited,
-            quota_notes,
-        } = more.map_or_else(More::default, |more| *more);
+        // The rare parts, each read where it is used (none: one check).
+        let mut more = more;
         let now = self.observe(now);
         if !matches!(self.phase, Phase::InFlight { .. }) {
             return self.decision();
         }
-        if let Some(from) = translated_from {
+        if let Some(from) = more.as_mut().and_then(|m| m.translated_from.take()) {
             self.push(
                 now,
                 EventKind::Translated {
@@ -363,7 +356,8 @@ impl Action {
         }
         // A service's own rate limit under another status, with a delay:
         // retried as the 429 it stands for, the trail saying so.
-        let status = match rate_limited {
+        let retry_after_ms = more.as_ref().and_then(|m| m.retry_after_ms.as_ref());
+        let status = match more.as_ref().and_then(|m| m.rate_limited.as_deref()) {
             Some(kind)
                 if status != 429
                     && self.policy.retries(429)
@@ -390,9 +384,9 @@ impl Action {
             retry_after,
             calendar,
         );
-        if let Some(notes) = quota_notes {
+        if let Some(notes) = more.as_ref().and_then(|m| m.quota_notes.as_deref()) {
             let (at, budget) = (now, self.policy.total_budget());
-            trail_details::quota(&mut self.events, at, budget, self.attempts_started, &notes);
+            trail_details::quota(&mut self.events, at, budget, self.attempts_started, notes);
         }
 
         // What the server asked, read for a retried status (and a 429, for
@@ -401,7 +395,7 @@ impl Action {
         let asked = if retried || status == 429 {
             let delay = asked_delay::choose(
                 retry_after,
-                retry_after_ms.as_ref(),
+                retry_after_ms,
                 reset_headers.as_ref(),
                 calendar,
             );
@@ -411,7 +405,7 @@ impl Action {
                     budget: self.policy.total_budget(),
                     attempt: self.attempts_started,
                     retry_after,
-                    retry_after_ms: retry_after_ms.as_ref(),
+                    retry_after_ms,
                     calendar,
                 };
                 trail_details::record(&mut self.events, &response, &delay);
@@ -427,6 +421,7 @@ impl Action {
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
         let attempt = self.attempts_started;
+        let quota = more.as_mut().and_then(|m| m.quota.take());
         if !retried {
             // A used-up quota said on a status not retried (Bedrock's
             // `400 ServiceQuotaExceededException`) still names the category.
@@ -441,7 +436,7 @@ impl Action {
             return self.stop(now, Outcome::NotRetryable);
         }
         let mut forbidden = forbidden;
-        if let Some(word) = should_retry {
+        if let Some(word) = more.as_mut().and_then(|m| m.should_retry.take()) {
             let (header, raw, says) = word.into_parts();
             forbidden |= says == Some(false);
             self.push(
