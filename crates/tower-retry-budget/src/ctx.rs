@@ -10,7 +10,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{retry_after::RetryAfter, Action, Decision, Report};
+use retry_budget::{Action, Decision, Report};
 
 use crate::clock::Clock;
 use crate::error::{Error, ErrorKind};
@@ -187,7 +187,7 @@ impl<S, B> Ctx<S, B> {
         let config = &self.config;
         self.extras
             .head(headers, &mut || config.calendar_reading(headers));
-        let mut retry_after = RetryAfter::Missing;
+        let mut retry_after = None;
         let calendar = || config.calendar_reading(headers);
         let mut answer = signal.answer(&mut retry_after, calendar, Some(extensions));
         self.extras.answer(&mut answer);

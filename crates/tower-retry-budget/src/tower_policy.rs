@@ -46,7 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{Request, Response};
-use retry_budget::{retry_after::RetryAfter, Action, Decision, Policy};
+use retry_budget::{Action, Decision, Policy};
 use tokio::time::Sleep;
 
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
@@ -144,7 +144,7 @@ where
                 let headers = response.headers();
                 let signal = HttpSignal.read(response.status(), headers, response.extensions());
                 let (calendar, dates) = (&self.calendar, &self.dates);
-                let mut retry_after = RetryAfter::Missing;
+                let mut retry_after = None;
                 let answer = signal.answer(
                     &mut retry_after,
                     || match calendar {

@@ -159,7 +159,7 @@ impl Signal {
     #[inline(always)]
     pub(crate) fn answer<'a>(
         self,
-        retry_after: &'a mut RetryAfter,
+        retry_after: &'a mut Option<RetryAfter>,
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
     ) -> Answer<'a> {
@@ -171,13 +171,12 @@ impl Signal {
             quota,
             more,
         } = self;
-        *retry_after = read;
         // What a layer below found in the body (read of an error status).
         let found = (status >= 400)
             .then(|| body.and_then(Extensions::get::<BodySignals>))
             .flatten();
         body_resets(found, &mut reset_headers);
-        let retry_after: &'a RetryAfter = retry_after;
+        let retry_after: &'a RetryAfter = retry_after.insert(read);
         let mut answer = Answer::new(status, retry_after);
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
