@@ -242,8 +242,12 @@ impl ExtraList {
         } else {
             &self.by_request[..]
         };
-        let made = by_request.iter().filter_map(|extra| extra.find(extensions));
-        Some(Extras::of(made))
+        let mut made = by_request.iter().filter_map(|extra| extra.find(extensions));
+        // Nothing found (the usual request): no part to make.
+        let Some(first) = made.next() else {
+            return Some(Extras::traced());
+        };
+        Some(Extras::of(std::iter::once(first).chain(made)))
     }
 
     /// The parts of the action of the request taken apart into `parts`,
