@@ -69,6 +69,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::answer::More;
 use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
@@ -339,8 +340,16 @@ impl Action {
             replayable,
             more,
         } = answer;
-        // The rare parts, each read where it is used (none: one check).
-        let mut more = more;
+        // The rare parts, each read where it is used (none: one check),
+        // their box kept (and dropped) only if there is one.
+        let mut boxed: Box<More>;
+        let mut more = match more {
+            Some(rare) => {
+                boxed = rare;
+                Some(&mut *boxed)
+            }
+            None => None,
+        };
         let now = self.observe(now);
         if !matches!(self.phase, Phase::InFlight { .. }) {
             return self.decision();
