@@ -5,7 +5,7 @@
 //! | state | data | the timer is |
 //! |---|---|---|
 //! | `Passthrough` | the inner future of a request that is never retried | not used |
-//! | `Attempt` | the attempt's future, and its deadline from the core until armed | that deadline (armed at its first `Pending`) |
+//! | `Attempt` | the attempt's future | its deadline, from the core (armed at its first `Pending`) |
 //! | `Between` | the last response (none before a first attempt held off) | the next start the core allows; then, while the service gets ready, the latest start |
 //! | `Done` | for an action that ended in `call` (nothing sent), its error | not used |
 //!
@@ -83,12 +83,11 @@ pin_project! {
     #[project = StateProj]
     enum State<F, R, E> {
         /// An attempt is in flight; it must answer by the deadline the core
-        /// gave it when it started, kept until the timer is armed with it
-        /// at the attempt's first `Pending` (then `None`).
+        /// gave it, armed at its first `Pending`.
         Attempt {
             #[pin]
             future: F,
-            deadline: Option<Duration>,
+            armed: bool,
         },
         /// Between attempts (or before a first attempt held off), holding
         /// the last response to return if the action stops there: waiting
@@ -214,9 +213,9 @@ where
     fn begin(&mut self, inner: &mut S) {
         let ctx = &mut self.ctx;
         self.state = match ctx.open() {
-            Decision::AwaitResponse { deadline, .. } => State::Attempt {
+            Decision::AwaitResponse { .. } => State::Attempt {
                 future: inner.call(ctx.next_request()),
-                deadline: Some(deadline),
+                armed: false,
             },
             Decision::WaitUntil(at) => {
                 // Sent later, on the clone, made ready then. The service
@@ -288,7 +287,7 @@ where
             let mut this = self.as_mut().project();
             // What happened in this state, told to the core.
             let decision = match this.state.as_mut().project() {
-                StateProj::Attempt { future, deadline } => match future.poll(cx) {
+                StateProj::Attempt { future, armed } => match future.poll(cx) {
                     Poll::Ready(Ok(response)) => match this.ctx.response(&response) {
                         Decision::WaitUntil(until) => {
                             this.state.set(State::Between {
@@ -305,7 +304,15 @@ where
                         return Poll::Ready(self.end(Err(ErrorKind::Inner(error))));
                     }
                     Poll::Pending => {
-                        if let Some(deadline) = deadline.take() {
+                        if !*armed {
+                            *armed = true;
+                            let deadline = match this.ctx.action.decision() {
+                                Decision::AwaitResponse { deadline, .. } => deadline,
+                                // Never the case while an attempt is in
+                                // flight: the timer fires at once and the
+                                // core is told.
+                                _ => Duration::ZERO,
+                            };
                             arm(this.timer.as_mut(), this.ctx.clock.at(deadline));
                         }
                         if !fired(this.timer.as_mut(), cx) {
@@ -378,12 +385,12 @@ where
     fn obey(self: Pin<&mut Self>, decision: Decision) -> Option<Ending<Response<ResB>, S::Error>> {
         let mut this = self.project();
         let at = match decision {
-            Decision::AwaitResponse { deadline, .. } => {
+            Decision::AwaitResponse { .. } => {
                 let request = this.ctx.next_request();
                 let future = this.ctx.service.call(request);
                 this.state.set(State::Attempt {
                     future,
-                    deadline: Some(deadline),
+                    armed: false,
                 });
                 return None;
             }
