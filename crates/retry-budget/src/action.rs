@@ -203,6 +203,17 @@ impl Action {
         }
     }
 
+    /// The deadline of the attempt in flight (its start plus the attempt
+    /// cap: the `deadline` of [`Decision::AwaitResponse`]), `None` when no
+    /// attempt is in flight.
+    #[inline]
+    pub fn attempt_deadline(&self) -> Option<Duration> {
+        match self.phase {
+            Phase::InFlight { started } => Some(started.saturating_add(self.policy.attempt_cap())),
+            _ => None,
+        }
+    }
+
     /// The attempt in flight and the time reserved for it: from its start
     /// to its deadline ([`Decision::AwaitResponse`]), which the core only
     /// grants when it ends inside the budget. `None` when no attempt is in

@@ -306,13 +306,11 @@ where
                     Poll::Pending => {
                         if !*armed {
                             *armed = true;
-                            let deadline = match this.ctx.action.decision() {
-                                Decision::AwaitResponse { deadline, .. } => deadline,
-                                // Never the case while an attempt is in
-                                // flight: the timer fires at once and the
-                                // core is told.
-                                _ => Duration::ZERO,
-                            };
+                            // Never `None` while an attempt is in flight
+                            // (else the timer fires at once and the core
+                            // is told).
+                            let deadline = this.ctx.action.attempt_deadline();
+                            let deadline = deadline.unwrap_or(Duration::ZERO);
                             arm(this.timer.as_mut(), this.ctx.clock.at(deadline));
                         }
                         if !fired(this.timer.as_mut(), cx) {
