@@ -206,6 +206,17 @@ impl Action {
     /// The deadline of the attempt in flight (its start plus the attempt
     /// cap: the `deadline` of [`Decision::AwaitResponse`]), `None` when no
     /// attempt is in flight.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default().within(s(3)).unwrap());
+    /// assert_eq!(action.attempt_deadline(), None);
+    /// action.attempt_started(s(0));
+    /// assert_eq!(action.attempt_deadline(), Some(s(3)));
+    /// ```
     #[inline]
     pub fn attempt_deadline(&self) -> Option<Duration> {
         match self.phase {
