@@ -69,6 +69,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use crate::answer::More;
 use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
@@ -199,6 +200,28 @@ impl Action {
             },
             Phase::Waiting { until, .. } => Decision::WaitUntil(until),
             Phase::Stopped { outcome, .. } => Decision::Stop(outcome),
+        }
+    }
+
+    /// The deadline of the attempt in flight (its start plus the attempt
+    /// cap: the `deadline` of [`Decision::AwaitResponse`]), `None` when no
+    /// attempt is in flight.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use retry_budget::{Action, Policy};
+    ///
+    /// let s = Duration::from_secs;
+    /// let mut action = Action::new(Policy::default().within(s(3)).unwrap());
+    /// assert_eq!(action.attempt_deadline(), None);
+    /// action.attempt_started(s(0));
+    /// assert_eq!(action.attempt_deadline(), Some(s(3)));
+    /// ```
+    #[inline]
+    pub fn attempt_deadline(&self) -> Option<Duration> {
+        match self.phase {
+            Phase::InFlight { started } => Some(started.saturating_add(self.policy.attempt_cap())),
+            _ => None,
         }
     }
 
@@ -336,19 +359,24 @@ impl Action {
             calendar,
             resets: reset_headers,
             forbidden,
-            translated_from,
             replayable,
-            retry_after_ms,
-            should_retry,
-            quota,
-            rate_limited,
-            quota_notes,
+            more,
         } = answer;
+        // The rare parts, each read where it is used (none: one check),
+        // their box kept (and dropped) only if there is one.
+        let mut boxed: Box<More>;
+        let mut more = match more {
+            Some(rare) => {
+                boxed = rare;
+                Some(&mut *boxed)
+            }
+            None => None,
+        };
         let now = self.observe(now);
         if !matches!(self.phase, Phase::InFlight { .. }) {
             return self.decision();
         }
-        if let Some(from) = translated_from {
+        if let Some(from) = more.as_mut().and_then(|m| m.translated_from.take()) {
             self.push(
                 now,
                 EventKind::Translated {
@@ -359,7 +387,8 @@ impl Action {
         }
         // A service's own rate limit under another status, with a delay:
         // retried as the 429 it stands for, the trail saying so.
-        let status = match rate_limited {
+        let retry_after_ms = more.as_ref().and_then(|m| m.retry_after_ms.as_ref());
+        let status = match more.as_ref().and_then(|m| m.rate_limited.as_deref()) {
             Some(kind)
                 if status != 429
                     && self.policy.retries(429)
@@ -386,9 +415,9 @@ impl Action {
             retry_after,
             calendar,
         );
-        if let Some(notes) = quota_notes {
+        if let Some(notes) = more.as_ref().and_then(|m| m.quota_notes.as_deref()) {
             let (at, budget) = (now, self.policy.total_budget());
-            trail_details::quota(&mut self.events, at, budget, self.attempts_started, &notes);
+            trail_details::quota(&mut self.events, at, budget, self.attempts_started, notes);
         }
 
         // What the server asked, read for a retried status (and a 429, for
@@ -397,7 +426,7 @@ impl Action {
         let asked = if retried || status == 429 {
             let delay = asked_delay::choose(
                 retry_after,
-                retry_after_ms.as_ref(),
+                retry_after_ms,
                 reset_headers.as_ref(),
                 calendar,
             );
@@ -407,7 +436,7 @@ impl Action {
                     budget: self.policy.total_budget(),
                     attempt: self.attempts_started,
                     retry_after,
-                    retry_after_ms: retry_after_ms.as_ref(),
+                    retry_after_ms,
                     calendar,
                 };
                 trail_details::record(&mut self.events, &response, &delay);
@@ -423,6 +452,7 @@ impl Action {
             .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
 
         let attempt = self.attempts_started;
+        let quota = more.as_mut().and_then(|m| m.quota.take());
         if !retried {
             // A used-up quota said on a status not retried (Bedrock's
             // `400 ServiceQuotaExceededException`) still names the category.
@@ -437,7 +467,7 @@ impl Action {
             return self.stop(now, Outcome::NotRetryable);
         }
         let mut forbidden = forbidden;
-        if let Some(word) = should_retry {
+        if let Some(word) = more.as_mut().and_then(|m| m.should_retry.take()) {
             let (header, raw, says) = word.into_parts();
             forbidden |= says == Some(false);
             self.push(

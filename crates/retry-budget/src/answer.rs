@@ -54,8 +54,18 @@ pub struct Answer<'a> {
     pub(crate) calendar: Option<SystemTime>,
     pub(crate) resets: Option<ResetHeaders>,
     pub(crate) forbidden: bool,
-    pub(crate) translated_from: Option<String>,
     pub(crate) replayable: bool,
+    /// What a response rarely tells, apart (none: nothing of it).
+    pub(crate) more: Option<Box<More>>,
+}
+
+/// The parts of an [`Answer`] a response rarely has (a translated status,
+/// a provider's `retry-after-ms` or `x-should-retry`, a used-up quota, a
+/// service's own rate limit, quota fields set aside), kept apart so that
+/// the usual answer is small and carries none of them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct More {
+    pub(crate) translated_from: Option<String>,
     pub(crate) retry_after_ms: Option<RetryAfterMs>,
     pub(crate) should_retry: Option<ShouldRetry>,
     pub(crate) quota: Option<Box<str>>,
@@ -75,13 +85,8 @@ impl<'a> Answer<'a> {
             calendar: None,
             resets: None,
             forbidden: false,
-            translated_from: None,
             replayable: true,
-            retry_after_ms: None,
-            should_retry: None,
-            quota: None,
-            rate_limited: None,
-            quota_notes: None,
+            more: None,
         }
     }
 
@@ -105,8 +110,16 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn quota_notes(mut self, notes: Vec<QuotaNote>) -> Self {
-        self.quota_notes = (!notes.is_empty()).then(|| notes.into_boxed_slice());
+        let notes = (!notes.is_empty()).then(|| notes.into_boxed_slice());
+        if notes.is_some() || self.more.is_some() {
+            self.more().quota_notes = notes;
+        }
         self
+    }
+
+    /// The rare parts, made if need be.
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_with(Box::default)
     }
 
     /// The response says it is a transient rate limit of the service's
@@ -135,7 +148,7 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn rate_limited(mut self, kind: impl Into<Box<str>>) -> Self {
-        self.rate_limited = Some(kind.into());
+        self.more().rate_limited = Some(kind.into());
         self
     }
 
@@ -163,7 +176,10 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn retry_after_ms(mut self, values: RetryAfterMs) -> Self {
-        self.retry_after_ms = (!values.is_empty()).then_some(values);
+        let values = (!values.is_empty()).then_some(values);
+        if values.is_some() || self.more.is_some() {
+            self.more().retry_after_ms = values;
+        }
         self
     }
 
@@ -192,7 +208,7 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn should_retry(mut self, word: ShouldRetry) -> Self {
-        self.should_retry = Some(word);
+        self.more().should_retry = Some(word);
         self
     }
 
@@ -220,7 +236,7 @@ impl<'a> Answer<'a> {
     /// ```
     #[inline]
     pub fn quota(mut self, code: impl Into<Box<str>>) -> Self {
-        self.quota = Some(code.into());
+        self.more().quota = Some(code.into());
         self
     }
 
@@ -262,7 +278,7 @@ impl<'a> Answer<'a> {
     /// no decision.
     #[inline]
     pub fn translated_from(mut self, from: impl Into<String>) -> Self {
-        self.translated_from = Some(from.into());
+        self.more().translated_from = Some(from.into());
         self
     }
 

@@ -35,6 +35,9 @@ pub(crate) struct Ctx<S, B> {
     extras: Extras,
 }
 
+/// What an action's end presumes.
+const STOPPED: &str = "an action ends only once the core stopped it";
+
 /// How an action ended, besides its report.
 pub(crate) type Ending<R, E> = Result<R, ErrorKind<E>>;
 
@@ -42,7 +45,15 @@ pub(crate) type Ending<R, E> = Result<R, ErrorKind<E>>;
 pub(crate) type Output<ResB, E> = Result<Response<ResB>, Error<E>>;
 
 impl<S, B> Ctx<S, B> {
-    pub(crate) fn new(config: Arc<Config>, service: S, mut extras: Extras) -> Self {
+    /// The runtime of an action on `request` (`None`: an action that never
+    /// got one), not yet opened.
+    #[inline(always)]
+    pub(crate) fn new(
+        config: Arc<Config>,
+        service: S,
+        mut extras: Extras,
+        request: Option<Request<B>>,
+    ) -> Self {
         if config.budget.is_some() {
             extras.share();
         }
@@ -50,25 +61,24 @@ impl<S, B> Ctx<S, B> {
             action: config.action(),
             clock: Clock::unread(),
             service,
-            template: None,
+            template: request,
             config,
             extras,
         }
     }
 
-    /// Opens the action on `request`, before its first attempt: what the
+    /// Opens the action on its request, before its first attempt: what the
     /// extras say first (a shared store down, a hold on the service, a pace), then
     /// the first attempt's start, unless an extra asks first
     /// ([`Decision::StartNow`]: the future asks it, see
     /// [`poll_first`](Self::poll_first)). Returns the core's decision.
-    pub(crate) fn open(&mut self, request: Request<B>) -> Decision {
-        if !request::may_retry(&request) {
+    pub(crate) fn open(&mut self) -> Decision {
+        if !self.template.as_ref().is_some_and(request::may_retry) {
             // Budgeted ([`BudgetThis`](crate::BudgetThis)) but never to be
             // sent twice: the core ends it `not_retryable` where it would
             // retry, and keeps no copy.
             self.action.not_repeatable();
         }
-        self.template = Some(request);
         let before = self.extras.before_first(&mut self.clock);
         if before.store_down {
             self.step(|action, now| action.shared_store_unavailable(now));
@@ -173,12 +183,14 @@ impl<S, B> Ctx<S, B> {
     /// decision.
     pub(crate) fn response<ResB>(&mut self, response: &Response<ResB>) -> Decision {
         let (headers, extensions) = (response.headers(), response.extensions());
-        let mut signal = self.config.read(response.status(), headers, extensions);
+        let signal = self.config.read(response.status(), headers, extensions);
         let config = &self.config;
         self.extras
             .head(headers, &mut || config.calendar_reading(headers));
-        let answer = signal.answer(|| config.calendar_reading(headers), Some(extensions));
-        let answer = self.extras.answer(answer);
+        let mut retry_after = None;
+        let calendar = || config.calendar_reading(headers);
+        let mut answer = signal.answer(&mut retry_after, calendar, Some(extensions));
+        self.extras.answer(&mut answer);
         self.step(|action, now| action.respond(now, answer))
     }
 
@@ -191,7 +203,12 @@ impl<S, B> Ctx<S, B> {
                 // Asked for by nobody (`ReportMode::WhenRetried`, one
                 // attempt, no extra that wants it): no report is built.
                 if self.action.attempts_started() > 1 || !self.report_unasked() {
-                    if let Some(report) = self.conclude() {
+                    // The report built once, where it goes: the extras
+                    // hear it, then the response carries it.
+                    let report = self.action.take_report();
+                    debug_assert!(report.is_some(), "{STOPPED}");
+                    if let Some(report) = report {
+                        self.extras.report(&report, &mut self.clock);
                         let extensions = response.extensions_mut();
                         self.extras.deliver(extensions, &report, &mut self.clock);
                         extensions.insert(report);
@@ -218,10 +235,7 @@ impl<S, B> Ctx<S, B> {
     /// it too.
     fn conclude(&mut self) -> Option<Report> {
         let report = self.action.take_report();
-        debug_assert!(
-            report.is_some(),
-            "an action ends only once the core stopped it"
-        );
+        debug_assert!(report.is_some(), "{STOPPED}");
         if let Some(report) = &report {
             self.extras.report(report, &mut self.clock);
         }

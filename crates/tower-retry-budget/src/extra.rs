@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime};
 use http::request::Parts;
 use http::{Extensions, HeaderMap};
 use retry_budget::pace::PaceReason;
+use retry_budget::retry_after::RetryAfter;
 use retry_budget::trail::Event;
 use retry_budget::{Action, Answer, ClientEffects, Decision, Report};
 
@@ -98,9 +99,7 @@ pub(crate) trait ActionExtra: Send + Sync {
     fn head(&mut self, _headers: &HeaderMap, _calendar: &mut dyn FnMut() -> Option<SystemTime>) {}
 
     /// What it adds to the answer a response gives the core.
-    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
-        answer
-    }
+    fn answer(&mut self, _answer: &mut Answer<'_>) {}
 
     /// Whether the caller has gone (polled on every poll of the action).
     fn cancelled(&mut self, _cx: &mut Context<'_>) -> bool {
@@ -118,6 +117,15 @@ pub(crate) trait ActionExtra: Send + Sync {
     /// The action ended with a response carrying `report`; `extensions` are
     /// the response's.
     fn deliver(&mut self, _extensions: &mut Extensions, _report: &Report, _clock: &mut Clock) {}
+}
+
+/// Changes `answer` in place with one of its setters (which take it by
+/// value): a stand-in holds its place meanwhile. For an extra's
+/// [`answer`](ActionExtra::answer), when it has something to add.
+pub(crate) fn amend<'a>(answer: &mut Answer<'a>, set: impl FnOnce(Answer<'a>) -> Answer<'a>) {
+    static STAND_IN: RetryAfter = RetryAfter::Missing;
+    let taken = std::mem::replace(answer, Answer::new(0, &STAND_IN));
+    *answer = set(taken);
 }
 
 /// A pace: not before this elapsed time, because of this limit.
@@ -219,20 +227,37 @@ impl ExtraList {
             .any(|(id, _)| *id == TypeId::of::<E>())
     }
 
-    /// The parts of the action of `request`, which each extra may mark.
+    /// The parts of the action of a request with these extensions, if the
+    /// layer has no configured extra (`None` if it has: see
+    /// [`start`](Self::start)): only the request's extensions to look in
+    /// (nothing, if it has none), the request neither taken apart nor
+    /// moved.
     #[inline]
-    pub(crate) fn start<B>(&self, request: http::Request<B>) -> (http::Request<B>, Extras) {
-        let plain = request.extensions().is_empty();
-        let by_request = if plain { &[][..] } else { &self.by_request[..] };
-        if self.configured.is_empty() {
-            // Only the request's extensions to look in (nothing, if it has
-            // none): the request is not taken apart.
-            let extensions = request.extensions();
-            let made = by_request.iter().filter_map(|extra| extra.find(extensions));
-            let extras = Extras::of(made);
-            return (request, extras);
+    pub(crate) fn found(&self, extensions: &Extensions) -> Option<Extras> {
+        if !self.configured.is_empty() {
+            return None;
         }
-        let (mut parts, body) = request.into_parts();
+        let by_request = if extensions.is_empty() {
+            &[][..]
+        } else {
+            &self.by_request[..]
+        };
+        let mut made = by_request.iter().filter_map(|extra| extra.find(extensions));
+        // Nothing found (the usual request): no part to make.
+        let Some(first) = made.next() else {
+            return Some(Extras::traced());
+        };
+        Some(Extras::of(std::iter::once(first).chain(made)))
+    }
+
+    /// The parts of the action of the request taken apart into `parts`,
+    /// which each extra may mark.
+    pub(crate) fn start(&self, parts: &mut Parts) -> Extras {
+        let by_request = if parts.extensions.is_empty() {
+            &[][..]
+        } else {
+            &self.by_request[..]
+        };
         // The request's own first (the caller's slot is filled before the
         // observer hears the report), then the layer's.
         let found = by_request.iter().map(|extra| Maker::Found(&**extra));
@@ -241,10 +266,9 @@ impl ExtraList {
             .chain(configured.map(|(_, extra)| Maker::Configured(&**extra)))
             .filter_map(|maker| match maker {
                 Maker::Found(extra) => extra.find(&parts.extensions),
-                Maker::Configured(extra) => extra.start(Some(&mut parts)),
+                Maker::Configured(extra) => extra.start(Some(&mut *parts)),
             });
-        let extras = Extras::of(made);
-        (http::Request::from_parts(parts, body), extras)
+        Extras::of(made)
     }
 
     /// The parts of an action that never got a request.
@@ -291,6 +315,7 @@ pub(crate) struct Extras {
 
 impl Extras {
     /// None; the subscriber asked once.
+    #[inline(always)]
     fn traced() -> Self {
         Self {
             part: None,
@@ -379,6 +404,7 @@ impl Extras {
     }
 
     /// See [`ActionExtra::before_first`].
+    #[inline]
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         match self.acting(Moments::BEFORE_FIRST) {
             Some(part) => part.before_first(clock),
@@ -424,10 +450,9 @@ impl Extras {
 
     /// See [`ActionExtra::answer`].
     #[inline]
-    pub(crate) fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
-        match self.acting(Moments::ANSWER) {
-            Some(part) => part.answer(answer),
-            None => answer,
+    pub(crate) fn answer(&mut self, answer: &mut Answer<'_>) {
+        if let Some(part) = self.acting(Moments::ANSWER) {
+            part.answer(answer);
         }
     }
 
@@ -566,9 +591,10 @@ impl ActionExtra for Many {
         }
     }
 
-    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
-        self.acting(Moments::ANSWER)
-            .fold(answer, |answer, part| part.answer(answer))
+    fn answer(&mut self, answer: &mut Answer<'_>) {
+        for part in self.acting(Moments::ANSWER) {
+            part.answer(answer);
+        }
     }
 
     fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {

@@ -165,22 +165,40 @@ where
     /// Starts the action of a budgeted `request` on `inner`, which the
     /// caller made ready: its first attempt, or a wait for a hold-off, or a
     /// stop, as the core answers.
-    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, request: Request<B>) -> Self
+    #[inline(always)]
+    pub(crate) fn start(inner: &mut S, config: &Arc<Config>, mut request: Request<B>) -> Self
     where
         S: Clone,
         B: Clone,
     {
-        let (request, extras) = config.extras.start(request);
-        let mut budgeted = Budgeted {
-            // `Done` until started: dropped early, nothing to record.
-            state: State::Done { error: None },
-            timer: None,
-            ctx: Ctx::new(config.clone(), inner.clone(), extras),
+        let extras = match config.extras.found(request.extensions()) {
+            Some(extras) => extras,
+            // Taken apart for the extras the layer is configured with,
+            // which may mark it.
+            None => {
+                let (mut parts, body) = request.into_parts();
+                let extras = config.extras.start(&mut parts);
+                request = Request::from_parts(parts, body);
+                extras
+            }
         };
-        budgeted.begin(inner, request);
-        Self {
-            kind: Kind::Budgeted { budgeted },
+        let ctx = Ctx::new(config.clone(), inner.clone(), extras, Some(request));
+        // Built in place, then started: the action's state is not moved
+        // again once made.
+        let mut future = Self {
+            kind: Kind::Budgeted {
+                budgeted: Budgeted {
+                    // `Done` until started: dropped early, nothing to record.
+                    state: State::Done { error: None },
+                    timer: None,
+                    ctx,
+                },
+            },
+        };
+        if let Kind::Budgeted { budgeted } = &mut future.kind {
+            budgeted.begin(inner);
         }
+        future
     }
 }
 
@@ -192,9 +210,9 @@ where
     /// Starts the action before the future is first polled: its first
     /// attempt on the service the caller made ready, or a wait for a
     /// hold-off, or an error (with its report) if nothing is to be sent.
-    fn begin(&mut self, inner: &mut S, request: Request<B>) {
+    fn begin(&mut self, inner: &mut S) {
         let ctx = &mut self.ctx;
-        self.state = match ctx.open(request) {
+        self.state = match ctx.open() {
             Decision::AwaitResponse { .. } => State::Attempt {
                 future: inner.call(ctx.next_request()),
                 armed: false,
@@ -288,13 +306,11 @@ where
                     Poll::Pending => {
                         if !*armed {
                             *armed = true;
-                            let deadline = match this.ctx.action.decision() {
-                                Decision::AwaitResponse { deadline, .. } => deadline,
-                                // Never the case while an attempt is in
-                                // flight: the timer fires at once and the
-                                // core is told.
-                                _ => Duration::ZERO,
-                            };
+                            // Never `None` while an attempt is in flight
+                            // (else the timer fires at once and the core
+                            // is told).
+                            let deadline = this.ctx.action.attempt_deadline();
+                            let deadline = deadline.unwrap_or(Duration::ZERO);
                             arm(this.timer.as_mut(), this.ctx.clock.at(deadline));
                         }
                         if !fired(this.timer.as_mut(), cx) {

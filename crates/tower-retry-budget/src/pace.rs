@@ -434,11 +434,12 @@ impl ActionExtra for Paced {
 
     /// The notes of the response just read go with its answer to the
     /// core, which records them in the trail.
-    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
+    fn answer(&mut self, answer: &mut Answer<'_>) {
         if self.notes.is_empty() {
-            return answer;
+            return;
         }
-        answer.quota_notes(std::mem::take(&mut self.notes))
+        let notes = std::mem::take(&mut self.notes);
+        crate::extra::amend(answer, |answer| answer.quota_notes(notes));
     }
 }
 

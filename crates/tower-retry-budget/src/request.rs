@@ -57,7 +57,7 @@ pub fn may_retry<B>(request: &Request<B>) -> bool {
 
 /// Whether the retry layer budgets a request: one that [`may_retry`], or
 /// one marked [`BudgetThis`]. Any other passes straight through.
-#[inline]
+#[inline(always)]
 pub fn is_budgeted<B>(request: &Request<B>) -> bool {
     may_retry(request) || request.extensions().get::<BudgetThis>().is_some()
 }

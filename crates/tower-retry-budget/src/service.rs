@@ -89,7 +89,7 @@ where
             // The transport failed before any request: an action that never
             // started, told to the core like any other ending.
             let extras = self.config.extras.without_request();
-            let mut ctx = Ctx::<S, B>::new(self.config.clone(), self.inner.clone(), extras);
+            let mut ctx = Ctx::<S, B>::new(self.config.clone(), self.inner.clone(), extras, None);
             ctx.step(|action, now| action.readiness_failed(now));
             ctx.finish_error(ErrorKind::Inner(error))
         })

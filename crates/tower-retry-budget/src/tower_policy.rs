@@ -142,9 +142,11 @@ where
                 // read only when the core needs it (a date, alone or among
                 // repeated values).
                 let headers = response.headers();
-                let mut signal = HttpSignal.read(response.status(), headers, response.extensions());
+                let signal = HttpSignal.read(response.status(), headers, response.extensions());
                 let (calendar, dates) = (&self.calendar, &self.dates);
+                let mut retry_after = None;
                 let answer = signal.answer(
+                    &mut retry_after,
                     || match calendar {
                         None => dates.reading(&SystemCalendar, headers),
                         Some(calendar) => dates.reading(calendar.as_ref(), headers),

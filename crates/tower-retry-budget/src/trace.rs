@@ -62,7 +62,7 @@ pub(crate) fn told(trail: &Trail, from: usize, traced: bool, mut hear: impl FnMu
 /// `enabled!` check per action, read when it starts (a subscriber set
 /// later hears the actions started after it). Without one (a service
 /// logging at INFO, the usual case), nothing is formatted or matched.
-#[inline]
+#[inline(always)]
 pub(crate) fn listening() -> bool {
     tracing::enabled!(target: "retry_budget", tracing::Level::DEBUG)
 }

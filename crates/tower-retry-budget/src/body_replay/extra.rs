@@ -6,7 +6,7 @@ use http::Extensions;
 use retry_budget::Answer;
 
 use super::ReplayHandle;
-use crate::extra::{ActionExtra, Moments, RequestExtra};
+use crate::extra::{amend, ActionExtra, Moments, RequestExtra};
 
 /// Looks for a [`ReplayHandle`] in each request.
 pub(crate) struct ReplayExtra;
@@ -23,7 +23,11 @@ impl ActionExtra for ReplayHandle {
         Moments::ANSWER
     }
 
-    fn answer<'a>(&mut self, answer: Answer<'a>) -> Answer<'a> {
-        answer.replayable(self.is_replayable())
+    /// A body over its limit: not replayable (an answer is replayable
+    /// unless told otherwise).
+    fn answer(&mut self, answer: &mut Answer<'_>) {
+        if !self.is_replayable() {
+            amend(answer, |answer| answer.replayable(false));
+        }
     }
 }

@@ -28,11 +28,20 @@ pub struct Signal {
     status: u16,
     retry_after: RetryAfter,
     retry_forbidden: bool,
-    translated_from: Option<String>,
     reset_headers: Option<ResetHeaders>,
+    quota: Option<&'static str>,
+    /// What a response rarely says, apart (none: nothing of it).
+    more: Option<Box<More>>,
+}
+
+/// The parts of a [`Signal`] a response rarely has (a translated status, a
+/// provider's `retry-after-ms` or `x-should-retry`), kept apart so that
+/// the usual signal is small and carries none of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct More {
+    translated_from: Option<String>,
     retry_after_ms: Option<RetryAfterMs>,
     should_retry: Option<ShouldRetry>,
-    quota: Option<&'static str>,
 }
 
 impl Signal {
@@ -42,12 +51,15 @@ impl Signal {
             status,
             retry_after,
             retry_forbidden: false,
-            translated_from: None,
             reset_headers: None,
-            retry_after_ms: None,
-            should_retry: None,
             quota: None,
+            more: None,
         }
+    }
+
+    /// The rare parts, made if need be.
+    fn more(&mut self) -> &mut More {
+        self.more.get_or_insert_with(Box::default)
     }
 
     /// A header said the quota is used up (`code`, the service's name
@@ -67,25 +79,25 @@ impl Signal {
     /// count with `Retry-After` (see [`ResetSignal::retry_after_ms`]).
     #[must_use]
     pub fn with_retry_after_ms(mut self, values: RetryAfterMs) -> Self {
-        self.retry_after_ms = Some(values);
+        self.more().retry_after_ms = Some(values);
         self
     }
 
     /// The `retry-after-ms` values found, if any were looked for.
-    pub const fn retry_after_ms(&self) -> Option<&RetryAfterMs> {
-        self.retry_after_ms.as_ref()
+    pub fn retry_after_ms(&self) -> Option<&RetryAfterMs> {
+        self.more.as_ref()?.retry_after_ms.as_ref()
     }
 
     /// The server's word on retrying (see [`ResetSignal::should_retry`]).
     #[must_use]
     pub fn with_should_retry(mut self, word: ShouldRetry) -> Self {
-        self.should_retry = Some(word);
+        self.more().should_retry = Some(word);
         self
     }
 
     /// The server's word on retrying, if it was looked for and sent.
-    pub const fn should_retry(&self) -> Option<&ShouldRetry> {
-        self.should_retry.as_ref()
+    pub fn should_retry(&self) -> Option<&ShouldRetry> {
+        self.more.as_ref()?.should_retry.as_ref()
     }
 
     /// The rate-limit reset headers found in the response, raw, for the
@@ -113,7 +125,7 @@ impl Signal {
     /// signal; `from` (what the server actually sent) goes into the trail.
     #[must_use]
     pub fn translated_from(mut self, from: impl Into<String>) -> Self {
-        self.translated_from = Some(from.into());
+        self.more().translated_from = Some(from.into());
         self
     }
 
@@ -134,68 +146,62 @@ impl Signal {
 
     /// What the server actually sent, if the signal was translated.
     pub fn translation(&self) -> Option<&str> {
-        self.translated_from.as_deref()
+        self.more.as_ref()?.translated_from.as_deref()
     }
 
     /// The core's [`Answer`]: this reading, moved in (its `Retry-After`
-    /// lent), with the calendar read (`calendar`) only if a date needs it
-    /// and, for a reader that looks (`body`: the response's extensions),
-    /// what a layer below found in the body: **the one place a response
-    /// becomes what the core is told**.
-    pub(crate) fn answer(
-        &mut self,
+    /// moved to `retry_after`, which the answer borrows), with the calendar
+    /// read (`calendar`) only if a date needs it and, for a reader that
+    /// looks (`body`: the response's extensions), what a layer below found
+    /// in the body: **the one place a response becomes what the core is
+    /// told**. Each part is moved once; what the response does not say is
+    /// not set.
+    #[inline(always)]
+    pub(crate) fn answer<'a>(
+        self,
+        retry_after: &'a mut Option<RetryAfter>,
         calendar: impl FnOnce() -> Option<SystemTime>,
         body: Option<&Extensions>,
-    ) -> Answer<'_> {
-        // What a layer below found in the body (only ever read of an error
-        // status; a success skips the look).
-        let found = (self.status >= 400)
+    ) -> Answer<'a> {
+        let Self {
+            status,
+            retry_after: read,
+            retry_forbidden,
+            mut reset_headers,
+            quota,
+            more,
+        } = self;
+        // What a layer below found in the body (read of an error status).
+        let found = (status >= 400)
             .then(|| body.and_then(Extensions::get::<BodySignals>))
             .flatten();
-        // The limit the body names as the one hit: its reset counts.
-        if let Some(limit) = found.and_then(BodySignals::limit) {
-            if let Some(resets) = self.reset_headers.as_mut() {
-                resets.limit_named(limit);
-            }
-        }
-        // A delay found in the body: one more reset value.
-        if let Some(delay) = found.and_then(BodySignals::retry_delay) {
-            self.reset_headers
-                .get_or_insert_with(|| ResetHeaders::new(None))
-                .push(
-                    BodySignals::RETRY_DELAY_NAME,
-                    ResetFormat::Duration,
-                    delay.as_bytes(),
-                );
-        }
+        body_resets(found, &mut reset_headers);
+        let retry_after: &'a RetryAfter = retry_after.insert(read);
+        let mut answer = Answer::new(status, retry_after);
         // The calendar clock is read only when the core needs it: a date,
         // or a reset header given as a calendar time.
-        let needs_calendar = self.retry_after.needs_calendar()
-            || self
-                .reset_headers
+        if retry_after.needs_calendar()
+            || reset_headers
                 .as_ref()
-                .is_some_and(ResetHeaders::needs_calendar);
-        let mut answer = Answer::new(self.status, &self.retry_after)
-            .calendar(if needs_calendar { calendar() } else { None })
-            .forbidden(self.retry_forbidden);
-        if let Some(resets) = self.reset_headers.take() {
+                .is_some_and(ResetHeaders::needs_calendar)
+        {
+            answer = answer.calendar(calendar());
+        }
+        if retry_forbidden {
+            answer = answer.forbidden(true);
+        }
+        if let Some(resets) = reset_headers {
             answer = answer.resets(resets);
         }
-        if let Some(from) = self.translated_from.take() {
-            answer = answer.translated_from(from);
-        }
-        if let Some(values) = self.retry_after_ms.take() {
-            answer = answer.retry_after_ms(values);
-        }
-        if let Some(word) = self.should_retry.take() {
-            answer = answer.should_retry(word);
+        if let Some(more) = more {
+            answer = more.told(answer);
         }
         // A layer below read the body: the service said its quota is used
         // up (only ever said of an error status; a success skips the look).
-        if self.status >= 400 {
+        if status >= 400 {
             if let Some(quota) = found.and_then(BodySignals::quota) {
                 answer = answer.quota(quota);
-            } else if let Some(code) = self.quota {
+            } else if let Some(code) = quota {
                 answer = answer.quota(code);
             }
             if let Some(kind) = found.and_then(BodySignals::rate_limited) {
@@ -203,6 +209,41 @@ impl Signal {
             }
         }
         answer
+    }
+}
+
+impl More {
+    /// The answer with these parts told.
+    fn told(self, mut answer: Answer<'_>) -> Answer<'_> {
+        if let Some(from) = self.translated_from {
+            answer = answer.translated_from(from);
+        }
+        if let Some(values) = self.retry_after_ms {
+            answer = answer.retry_after_ms(values);
+        }
+        if let Some(word) = self.should_retry {
+            answer = answer.should_retry(word);
+        }
+        answer
+    }
+}
+
+/// What a layer below found in the body adds to the reset headers: the
+/// limit it names as the one hit (its reset counts), and a delay (one more
+/// reset value).
+#[inline(always)]
+fn body_resets(found: Option<&BodySignals>, resets: &mut Option<ResetHeaders>) {
+    if let Some(limit) = found.and_then(BodySignals::limit) {
+        if let Some(resets) = resets.as_mut() {
+            resets.limit_named(limit);
+        }
+    }
+    if let Some(delay) = found.and_then(BodySignals::retry_delay) {
+        resets.get_or_insert_with(|| ResetHeaders::new(None)).push(
+            BodySignals::RETRY_DELAY_NAME,
+            ResetFormat::Duration,
+            delay.as_bytes(),
+        );
     }
 }
 
