@@ -103,6 +103,7 @@ pub mod retry_after;
 #[cfg(feature = "serde")]
 mod secs;
 mod status;
+mod times;
 pub mod trail;
 mod trail_details;
 pub mod trail_text;
