@@ -256,11 +256,13 @@ impl Trail {
     pub fn get(&self, index: usize) -> Option<Cow<'_, Event>> {
         match &self.store {
             Store::Written(events) => events.get(index).map(Cow::Borrowed),
-            Store::First { numbers, built } if built.get().is_some() => built
-                .get()
-                .and_then(|events| events[..usize::from(numbers.count)].get(index))
-                .map(Cow::Borrowed),
-            Store::First { numbers, .. } => numbers.event(index).map(Cow::Owned),
+            Store::First { numbers, built } => match built.get() {
+                Some(events) if index < usize::from(numbers.count) => {
+                    events.get(index).map(Cow::Borrowed)
+                }
+                Some(_) => None,
+                None => numbers.event(index).map(Cow::Owned),
+            },
         }
     }
 

@@ -85,14 +85,16 @@ impl Clock {
             return Duration::new(u64::from(secs), nanos);
         }
         // Not read yet: still elapsed zero (see the type's doc).
-        let reading = self.origin.map_or(Duration::ZERO, |origin| {
-            let elapsed = Instant::now().saturating_duration_since(origin);
-            const MOST: Duration = Duration::new(u32::MAX as u64, 999_999_999);
-            elapsed.min(MOST)
-        });
-        // Fits: at most `MOST`.
-        self.reading = (reading.as_secs() as u32, reading.subsec_nanos());
-        reading
+        let Some(origin) = self.origin else {
+            self.reading = (0, 0);
+            return Duration::ZERO;
+        };
+        let elapsed = Instant::now().saturating_duration_since(origin);
+        self.reading = match u32::try_from(elapsed.as_secs()) {
+            Ok(secs) => (secs, elapsed.subsec_nanos()),
+            Err(_) => (u32::MAX, 999_999_999),
+        };
+        Duration::new(u64::from(self.reading.0), self.reading.1)
     }
 
     /// Elapsed time now, read afresh (the origin read at the first call,
