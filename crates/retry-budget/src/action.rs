@@ -678,9 +678,7 @@ impl Action {
     }
 
     fn observe(&mut self, now: Duration) -> Duration {
-        let latest = self.times.latest().max(now);
-        self.times.set_latest(latest);
-        latest
+        self.times.advance(now)
     }
 
     fn push(&mut self, at: Duration, kind: EventKind) {

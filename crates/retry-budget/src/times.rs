@@ -66,10 +66,17 @@ impl Times {
         }
     }
 
-    /// Sets the latest elapsed time seen.
+    /// Sets the latest elapsed time seen to `now` if it is later, and
+    /// returns the latest (a time that goes backwards reads as it).
     #[inline(always)]
-    pub(crate) fn set_latest(&mut self, latest: Duration) {
-        self.set(LATEST, Some(latest));
+    pub(crate) fn advance(&mut self, now: Duration) -> Duration {
+        let (secs, nanos) = (self.secs[LATEST], self.nanos[LATEST]);
+        if (now.as_secs(), now.subsec_nanos()) >= (secs, nanos) {
+            self.set(LATEST, Some(now));
+            now
+        } else {
+            Duration::new(secs, nanos)
+        }
     }
 
     /// The wait the server requested with the last retried status.
@@ -123,7 +130,8 @@ mod tests {
             Duration::from_millis(1),
             Duration::MAX,
         );
-        times.set_latest(a);
+        assert_eq!(times.advance(a), a);
+        assert_eq!(times.advance(Duration::from_secs(1)), a);
         times.set_requested(Some(b));
         times.set_fallback(Some(max));
         times.set_asked_until(Some(Duration::ZERO));
