@@ -73,6 +73,7 @@ use crate::answer::More;
 use crate::asked_delay::{self, DelaySource, ServerAsked};
 use crate::client_effects::Told;
 use crate::jitter;
+use crate::times::Times;
 use crate::trail::{EventKind, Trail, WaitBasis};
 use crate::trail_details;
 use crate::{retry_after::RetryAfter, Answer, Decision, Jitter, Outcome, Policy};
@@ -99,14 +100,13 @@ enum Phase {
 pub struct Action {
     policy: Arc<Policy>,
     phase: Phase,
-    latest: Duration,
     attempts_started: u32,
     last_status: Option<u16>,
-    server_requested_wait: Option<Duration>,
     events: Trail,
     rng: fastrand::Rng,
-    previous_fallback: Option<Duration>,
-    server_asked_until: Option<Duration>,
+    /// The latest time seen, the server's requested wait, the last
+    /// jittered fallback and the end of the wait the service asked for.
+    times: Times,
     /// The action stopped on a used-up quota said by a retried status:
     /// later first attempts to the service are held (see
     /// [`ClientEffects::quota_hold_until`]).
@@ -165,15 +165,12 @@ impl Action {
         Self {
             policy: policy.into(),
             phase: Phase::Ready,
-            latest: Duration::ZERO,
             attempts_started: 0,
             last_status: None,
-            server_requested_wait: None,
             // Nothing written until an event must be (see `Trail`).
             events: Trail::new(),
             rng: fastrand::Rng::with_seed(seed),
-            previous_fallback: None,
-            server_asked_until: None,
+            times: Times::new(),
             quota_stop: false,
             told: Told::default(),
             repeatable: true,
@@ -305,7 +302,7 @@ impl Action {
             return self.stop(now, outcome);
         }
         self.attempts_started += 1;
-        self.server_asked_until = None;
+        self.times.set_asked_until(None);
         self.phase = Phase::InFlight { started: now };
         let reservation_end = now.saturating_add(self.policy.attempt_cap());
         self.events.attempt_started(
@@ -446,10 +443,12 @@ impl Action {
             ServerAsked::Nothing
         };
         let requested = asked.requested();
-        self.server_requested_wait = requested.filter(|_| retried);
-        self.server_asked_until = requested
-            .filter(|_| status == 429)
-            .map(|delay| now.saturating_add(delay.max(self.policy.min_wait())));
+        self.times.set_requested(requested.filter(|_| retried));
+        self.times.set_asked_until(
+            requested
+                .filter(|_| status == 429)
+                .map(|delay| now.saturating_add(delay.max(self.policy.min_wait()))),
+        );
 
         let attempt = self.attempts_started;
         let quota = more.as_mut().and_then(|m| m.quota.take());
@@ -524,7 +523,7 @@ impl Action {
             ServerAsked::Nothing => jitter::fallback(
                 &self.policy,
                 &mut self.rng,
-                &mut self.previous_fallback,
+                &mut self.times,
                 self.attempts_started,
             ),
         };
@@ -679,8 +678,7 @@ impl Action {
     }
 
     fn observe(&mut self, now: Duration) -> Duration {
-        self.latest = self.latest.max(now);
-        self.latest
+        self.times.advance(now)
     }
 
     fn push(&mut self, at: Duration, kind: EventKind) {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::times::Times;
 use crate::trail::WaitBasis;
 use crate::{Jitter, Policy};
 
@@ -13,7 +14,7 @@ use crate::{Jitter, Policy};
 pub(crate) fn fallback(
     policy: &Policy,
     rng: &mut fastrand::Rng,
-    previous: &mut Option<Duration>,
+    previous: &mut Times,
     completed: u32,
 ) -> (Duration, WaitBasis) {
     let unjittered = policy.fallback_wait(completed);
@@ -24,7 +25,7 @@ pub(crate) fn fallback(
         Jitter::Equal => uniform(rng, (unjittered / 2).max(floor), unjittered),
         Jitter::Decorrelated => {
             let first = policy.fallback_wait(1);
-            let last = previous.unwrap_or(first);
+            let last = previous.fallback().unwrap_or(first);
             let mut high = last.saturating_mul(3).max(first);
             if let Some(cap) = policy.fallback_cap() {
                 high = high.min(cap);
@@ -33,7 +34,7 @@ pub(crate) fn fallback(
         }
         Jitter::Additive(extra) => unjittered.saturating_add(uniform(rng, Duration::ZERO, extra)),
     };
-    *previous = Some(wait);
+    previous.set_fallback(Some(wait));
     (
         wait,
         WaitBasis::FallbackJittered {

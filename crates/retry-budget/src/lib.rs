@@ -44,6 +44,7 @@
 //! | `action/reading.rs` | what it tells of its trail and, once stopped, its report |
 //! | `action/repeat.rs` | whether its request may be sent again (a write that must not be) |
 //! | `action/shared.rs` | its inputs from the state a client's actions share (hold-off, pacing, shared refusal, shared store) |
+//! | `times.rs` | its four kept times, packed (a smaller action) |
 //! | `decision.rs` | what the action tells its caller to do next |
 //! | `client_effects.rs` | what the caller tells the client's shared state, each effect once |
 //! | `event.rs` | the events of the trail (public as [`trail`]) |
@@ -103,6 +104,7 @@ pub mod retry_after;
 #[cfg(feature = "serde")]
 mod secs;
 mod status;
+mod times;
 pub mod trail;
 mod trail_details;
 pub mod trail_text;

@@ -122,10 +122,10 @@ impl FirstAnswer {
             (_, Some(outcome)) => (self.answered, EventKind::Stopped { outcome }),
             (_, None) => return None,
         };
-        let at = Duration::from_nanos(at);
+        // The remaining budget in nanoseconds too: one conversion fewer.
         Some(Event {
-            at,
-            remaining_budget: Duration::from_nanos(self.budget).saturating_sub(at),
+            at: Duration::from_nanos(at),
+            remaining_budget: Duration::from_nanos(self.budget.saturating_sub(at)),
             kind,
         })
     }
@@ -135,6 +135,16 @@ impl FirstAnswer {
         let mut events = Vec::with_capacity(3);
         events.extend((0..usize::from(self.count)).map_while(|i| self.event(i)));
         events
+    }
+
+    /// The events these numbers stand for (at least one), as a slice's
+    /// storage: its places past `count` repeat the first event.
+    fn built(&self) -> [Event; 3] {
+        let first = self.event(0);
+        std::array::from_fn(|i| {
+            let event = self.event(i).or_else(|| first.clone());
+            event.expect("a trail built as a slice has an event")
+        })
     }
 
     /// The time the first attempt was in flight, if it was answered.
@@ -172,10 +182,11 @@ enum Store {
     /// Nothing but (part of) a first answer has happened: its events as
     /// numbers. `built` holds them built once a reader borrowed them as a
     /// slice: derived from `numbers` and never written to (the next event
-    /// switches the trail to [`Store::Written`]).
+    /// switches the trail to [`Store::Written`]). Its first `count` events
+    /// are the trail (a thin box: the action holding the trail is smaller).
     First {
         numbers: FirstAnswer,
-        built: OnceLock<Box<[Event]>>,
+        built: OnceLock<Box<[Event; 3]>>,
     },
     /// Every event, in order.
     Written(Vec<Event>),
@@ -204,7 +215,8 @@ impl Trail {
             Store::Written(events) => events,
             Store::First { numbers, .. } if numbers.count == 0 => &[],
             Store::First { numbers, built } => {
-                built.get_or_init(|| numbers.write().into_boxed_slice())
+                let count = usize::from(numbers.count);
+                &built.get_or_init(|| Box::new(numbers.built()))[..count]
             }
         }
     }
@@ -244,11 +256,13 @@ impl Trail {
     pub fn get(&self, index: usize) -> Option<Cow<'_, Event>> {
         match &self.store {
             Store::Written(events) => events.get(index).map(Cow::Borrowed),
-            Store::First { built, .. } if built.get().is_some() => built
-                .get()
-                .and_then(|events| events.get(index))
-                .map(Cow::Borrowed),
-            Store::First { numbers, .. } => numbers.event(index).map(Cow::Owned),
+            Store::First { numbers, built } => match built.get() {
+                Some(events) if index < usize::from(numbers.count) => {
+                    events.get(index).map(Cow::Borrowed)
+                }
+                Some(_) => None,
+                None => numbers.event(index).map(Cow::Owned),
+            },
         }
     }
 
@@ -289,9 +303,8 @@ impl Trail {
     pub fn into_vec(self) -> Vec<Event> {
         match self.store {
             Store::Written(events) => events,
-            Store::First { numbers, built } => built
-                .into_inner()
-                .map_or_else(|| numbers.write(), Vec::from),
+            // Built or not, the events follow from the numbers.
+            Store::First { numbers, .. } => numbers.write(),
         }
     }
 

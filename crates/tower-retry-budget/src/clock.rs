@@ -39,9 +39,17 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Clock {
     origin: Option<Instant>,
-    /// This poll's reading, if taken.
-    reading: Option<Duration>,
+    /// This poll's reading: whole seconds and nanoseconds, [`UNREAD`]
+    /// nanoseconds if not taken (one word, not an `Option<Duration>`: the
+    /// response future is smaller; a reading past `u32::MAX` seconds,
+    /// about 136 years, saturates there).
+    reading: (u32, u32),
 }
+
+/// The nanoseconds of a reading not taken in this poll (a reading's are
+/// below a second: one comparison tells both apart and makes the
+/// `Duration`).
+const UNREAD: u32 = u32::MAX;
 
 /// How far [`far_future`] lies: tokio's own "far future" for a `Sleep` that
 /// should never fire (about 30 years).
@@ -53,7 +61,7 @@ impl Clock {
     pub(crate) const fn unread() -> Self {
         Self {
             origin: None,
-            reading: Some(Duration::ZERO),
+            reading: (0, 0),
         }
     }
 
@@ -61,26 +69,32 @@ impl Clock {
     pub(crate) fn start() -> Self {
         Self {
             origin: Some(Instant::now()),
-            reading: Some(Duration::ZERO),
+            reading: (0, 0),
         }
     }
 
     /// A new poll (or the drop) begins: the next step reads the clock again.
     pub(crate) fn new_poll(&mut self) {
-        self.reading = None;
+        self.reading.1 = UNREAD;
     }
 
     /// Elapsed time now: this poll's reading, taken on first use.
     pub(crate) fn now(&mut self) -> Duration {
-        if let Some(reading) = self.reading {
-            return reading;
+        let (secs, nanos) = self.reading;
+        if nanos < 1_000_000_000 {
+            return Duration::new(u64::from(secs), nanos);
         }
         // Not read yet: still elapsed zero (see the type's doc).
-        let reading = self.origin.map_or(Duration::ZERO, |origin| {
-            Instant::now().saturating_duration_since(origin)
-        });
-        self.reading = Some(reading);
-        reading
+        let Some(origin) = self.origin else {
+            self.reading = (0, 0);
+            return Duration::ZERO;
+        };
+        let elapsed = Instant::now().saturating_duration_since(origin);
+        self.reading = match u32::try_from(elapsed.as_secs()) {
+            Ok(secs) => (secs, elapsed.subsec_nanos()),
+            Err(_) => (u32::MAX, 999_999_999),
+        };
+        Duration::new(u64::from(self.reading.0), self.reading.1)
     }
 
     /// Elapsed time now, read afresh (the origin read at the first call,

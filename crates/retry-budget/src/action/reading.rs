@@ -48,7 +48,7 @@ impl Action {
             elapsed: at,
             request_time,
             wait_time,
-            server_requested_wait: self.server_requested_wait,
+            server_requested_wait: self.times.requested(),
             attempt_cap: self.policy.attempt_cap(),
             events: std::mem::take(&mut self.events),
             shared_with: 0,

@@ -258,7 +258,7 @@ impl Action {
     /// attempt starts. A caller running many actions shares it with later
     /// first attempts to the same service ([`hold_off`](Self::hold_off)).
     pub const fn server_asked_until(&self) -> Option<Duration> {
-        self.server_asked_until
+        self.times.asked_until()
     }
 
     /// What the inputs so far ask the caller to tell the state it shares with
@@ -288,13 +288,14 @@ impl Action {
     pub fn client_effects(&mut self) -> ClientEffects {
         let waiting = matches!(self.phase, Phase::Waiting { .. });
         let quota_hold_until = self.quota_stop.then(|| {
-            self.latest
+            self.times
+                .latest()
                 .saturating_add(crate::client_effects::QUOTA_HOLD)
         });
         self.told.tell(
             self.attempts_started,
             waiting,
-            self.server_asked_until,
+            self.times.asked_until(),
             quota_hold_until,
         )
     }
