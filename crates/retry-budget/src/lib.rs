@@ -18,7 +18,7 @@
 //! There is no async runtime and no I/O here: [`Action`] is a state machine
 //! that takes elapsed time and the calendar reading as inputs. The tower
 //! adapter (`tower-retry-budget`) feeds it tokio's monotonic clock; the
-//! [`schedule`] module (feature `schedule`) feeds it scripted data.
+//! `schedule` module (feature `schedule`) feeds it scripted data.
 //!
 //! The root holds what every user needs (the [`Action`], its [`Policy`],
 //! what a response tells it as an [`Answer`], its [`Decision`]s and the

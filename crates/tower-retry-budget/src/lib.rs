@@ -68,7 +68,7 @@
 //! [`budget`] (the client-wide retry ratio), [`observer`], [`gate`],
 //! [`single_flight`] (feature `single-flight`), [`idempotent_paths`],
 //! [`tower_policy`] (a `tower::retry::Policy` over the same core) and
-//! [`classify`] (feature `tower-http`).
+//! `classify` (feature `tower-http`).
 //!
 //! # What it costs when nothing goes wrong
 //!

@@ -14,17 +14,13 @@
 use std::time::Duration;
 
 use http::request::Parts;
-use http::{HeaderName, HeaderValue};
+use http::HeaderValue;
 use retry_budget::{Policy, PolicyError};
 
 use super::attempt::AttemptOffset;
 use super::fields::Fields;
 use super::route::RouteConfig;
 use crate::common::idempotency::has_idempotency_key;
-
-/// `x-stainless-retry-count`: OpenAI's and Anthropic's SDKs number their
-/// retries with it (0 for the first request).
-pub const SDK_RETRY_COUNT: HeaderName = HeaderName::from_static("x-stainless-retry-count");
 
 /// Why a request is sent once, without retries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,14 +18,10 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderValue};
 
 use super::fields::Fields;
-
-/// `grpc-timeout`.
-pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
-/// `x-envoy-upstream-rq-timeout-ms`.
-pub const ENVOY_TIMEOUT: HeaderName = HeaderName::from_static("x-envoy-upstream-rq-timeout-ms");
+pub use super::fields::{ENVOY_TIMEOUT, GRPC_TIMEOUT};
 
 /// What a caller allows, read from its request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +138,7 @@ mod tests {
         super::read(&Fields::of(headers))
     }
 
-    fn headers(fields: &[(&HeaderName, &str)]) -> HeaderMap {
+    fn headers(fields: &[(&http::HeaderName, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in fields {
             map.insert((*name).clone(), HeaderValue::from_str(value).unwrap());

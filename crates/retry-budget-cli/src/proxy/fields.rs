@@ -7,11 +7,17 @@
 //! than by four lookups: a lookup by a name that is not one of `http`'s
 //! own hashes every byte of it, and most requests carry none of these.
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::attempt::ATTEMPT;
-use super::classify::SDK_RETRY_COUNT;
-use super::deadline::{ENVOY_TIMEOUT, GRPC_TIMEOUT};
+
+/// `grpc-timeout`.
+pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
+/// `x-envoy-upstream-rq-timeout-ms`.
+pub const ENVOY_TIMEOUT: HeaderName = HeaderName::from_static("x-envoy-upstream-rq-timeout-ms");
+/// `x-stainless-retry-count`: OpenAI's and Anthropic's SDKs number their
+/// retries with it (0 for the first request).
+pub const SDK_RETRY_COUNT: HeaderName = HeaderName::from_static("x-stainless-retry-count");
 
 /// The first value of each field the proxy reads (what
 /// [`HeaderMap::get`] gives), if the request has it.
