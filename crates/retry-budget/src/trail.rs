@@ -266,6 +266,28 @@ impl Trail {
         }
     }
 
+    /// Hands each event from `from` on to `hear`, in order, without
+    /// building the whole trail: borrowed if written (or already built for
+    /// a reader), each built for the call if not. The form is looked at
+    /// once, not per event as [`get`](Self::get) does.
+    pub fn each_from(&self, from: usize, mut hear: impl FnMut(&Event)) {
+        let events = match &self.store {
+            Store::Written(events) => events.get(from..).unwrap_or_default(),
+            Store::First { numbers, built } => match built.get() {
+                Some(events) => events
+                    .get(from..usize::from(numbers.count))
+                    .unwrap_or_default(),
+                None => {
+                    (from..usize::from(numbers.count))
+                        .map_while(|i| numbers.event(i))
+                        .for_each(|event| hear(&event));
+                    return;
+                }
+            },
+        };
+        events.iter().for_each(hear);
+    }
+
     /// The time spent with an attempt in flight and the time spent
     /// waiting, in total, read off the events: an attempt runs from its
     /// start to its response, time-out, failure or the caller's leaving; a
@@ -630,6 +652,32 @@ mod tests {
         let _ = trail.as_slice();
         assert_eq!(trail.get(1).as_deref(), Some(&expected[1]));
         assert!(matches!(trail.get(1), Some(Cow::Borrowed(_))));
+    }
+
+    #[test]
+    fn each_from_hands_the_events_from_an_index_in_every_form() {
+        let heard = |trail: &Trail, from: usize| {
+            let mut heard = Vec::new();
+            trail.each_from(from, |event| heard.push(event.clone()));
+            heard
+        };
+        let (trail, expected) = both(&[started(ms(0)), answered(ms(40), 200), stopped(ms(40))]);
+        for from in 0..=4 {
+            let tail = expected.get(from..).unwrap_or_default();
+            assert_eq!(heard(&trail, from), tail, "from {from}, as numbers");
+        }
+        assert!(!trail.written(), "nothing written by each_from");
+        let _ = trail.as_slice();
+        for from in 0..=4 {
+            let tail = expected.get(from..).unwrap_or_default();
+            assert_eq!(heard(&trail, from), tail, "from {from}, built");
+        }
+        let mut written = trail.clone();
+        let (at, kind) = started(ms(50));
+        written.record(at, BUDGET, kind.clone());
+        assert_eq!(heard(&written, 2).len(), 2, "written out");
+        assert_eq!(heard(&written, 3)[0].kind, kind);
+        assert!(heard(&written, 9).is_empty());
     }
 
     #[test]

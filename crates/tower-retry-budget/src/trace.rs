@@ -46,15 +46,15 @@ pub(crate) fn step(
 }
 
 /// The trail's events from `from` on: traced if `traced` (the action's
-/// [`listening`]), and given to `hear`. Read with [`Trail::get`], so that a
-/// trail nobody else reads is not written out for them.
+/// [`listening`]), and given to `hear`. Read with [`Trail::each_from`], so
+/// that a trail nobody else reads is not written out for them.
 pub(crate) fn told(trail: &Trail, from: usize, traced: bool, mut hear: impl FnMut(&Event)) {
-    for event in (from..trail.len()).filter_map(|i| trail.get(i)) {
+    trail.each_from(from, |event| {
         if traced {
-            emit(&event);
+            emit(event);
         }
-        hear(&event);
-    }
+        hear(event);
+    });
 }
 
 /// Whether a `tracing` subscriber wants the trail's events (target
