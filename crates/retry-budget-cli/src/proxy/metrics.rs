@@ -477,16 +477,8 @@ impl Metrics {
                 m.throttled.inc();
             }
             EventKind::Stopped { outcome } => {
-                if *outcome == Outcome::Paced {
-                    m.paces
-                        .get_or_create(&HoldOffLabels { result: "stopped" })
-                        .inc();
-                }
-                if state.waiting {
-                    m.waiting.dec();
-                }
+                stopped(m, state.waiting, *outcome);
                 running.remove(&id);
-                m.in_flight.dec();
             }
             _ => {}
         }
@@ -628,6 +620,20 @@ impl Observer for Metrics {
     fn on_report(&self, id: ActionId, report: &Report) {
         self.report_of(id.0, report);
     }
+}
+
+/// One action stopped: a paced stop counted, the action no longer waiting
+/// nor in flight.
+fn stopped(m: &Inner, waiting: bool, outcome: Outcome) {
+    if outcome == Outcome::Paced {
+        m.paces
+            .get_or_create(&HoldOffLabels { result: "stopped" })
+            .inc();
+    }
+    if waiting {
+        m.waiting.dec();
+    }
+    m.in_flight.dec();
 }
 
 /// A planned wait of one action: its basis counted (a hold-off's or a

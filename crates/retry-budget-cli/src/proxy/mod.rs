@@ -25,6 +25,7 @@
 //! | `hop.rs` | hop-by-hop fields (RFC 9110 §7.6.1) |
 //! | `classify.rs` | the per-request policy: sent once (a write, a retry of a proxy or SDK), or budgeted |
 //! | `deadline.rs` | the caller's deadline headers |
+//! | `fields.rs` | the caller's fields read before sending (deadline, retry numbers), in one pass |
 //! | `start.rs` | an action set up: extensions, the caller's body watched, span, log guard |
 //! | `relay.rs` | the action sent, its end relayed to the caller and logged |
 //! | `reply.rs` | what the caller is told: the two headers, the proxy's own text responses |
@@ -45,6 +46,7 @@
 //! | `stack.rs` | the client stack below the handler |
 //! | `attempt.rs` | the layer below the retry layer: attempt number, deadline, span |
 //! | `metrics.rs` | Prometheus metrics fed by the layer's observer |
+//! | `pace_metrics.rs` | pacing's figures read at each scrape: the last remaining per upstream, the shared store's health |
 //! | `route_metrics.rs` | a config file's routes' own series, and their health for `/ready` |
 //! | `admin.rs` | `/metrics`, `/ready`, `/live` |
 
