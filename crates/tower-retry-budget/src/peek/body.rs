@@ -14,25 +14,29 @@ use pin_project_lite::pin_project;
 use super::late::Watch;
 
 /// The frames the peek took, in order: the first one on its own, so that a
-/// peek of one frame (gRPC, or a JSON body in one piece) allocates nothing.
+/// peek of one frame (gRPC, or a JSON body in one piece) allocates nothing;
+/// the rest boxed, so that the body moved through the call stays small.
 pub(super) struct Held<D> {
     first: Option<Frame<D>>,
-    rest: VecDeque<Frame<D>>,
+    // Boxed for its inline size (8 bytes, not 32), which every gRPC
+    // call moves; only a JSON body of several frames fills it.
+    #[allow(clippy::box_collection)]
+    rest: Option<Box<VecDeque<Frame<D>>>>,
 }
 
 impl<D: Buf> Held<D> {
     pub(super) const fn new() -> Self {
         Self {
             first: None,
-            rest: VecDeque::new(),
+            rest: None,
         }
     }
 
     pub(super) fn push(&mut self, frame: Frame<D>) {
-        if self.first.is_none() && self.rest.is_empty() {
+        if self.first.is_none() && self.rest.is_none() {
             self.first = Some(frame);
         } else {
-            self.rest.push_back(frame);
+            self.rest.get_or_insert_with(Box::default).push_back(frame);
         }
     }
 
@@ -40,18 +44,19 @@ impl<D: Buf> Held<D> {
     fn pop(&mut self) -> Option<Frame<D>> {
         match self.first.take() {
             Some(frame) => Some(frame),
-            None => self.rest.pop_front(),
+            None => self.rest.as_mut()?.pop_front(),
         }
     }
 
     pub(super) fn len(&self) -> usize {
-        usize::from(self.first.is_some()).saturating_add(self.rest.len())
+        let rest = self.rest.as_ref().map_or(0, |rest| rest.len());
+        usize::from(self.first.is_some()).saturating_add(rest)
     }
 
     fn bytes(&self) -> u64 {
         self.first
             .iter()
-            .chain(&self.rest)
+            .chain(self.rest.iter().flat_map(|rest| rest.iter()))
             .filter_map(Frame::data_ref)
             .map(|data| data.remaining() as u64)
             .fold(0, u64::saturating_add)

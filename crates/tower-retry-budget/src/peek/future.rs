@@ -54,15 +54,27 @@ pin_project! {
             response: Option<Response<B>>,
             listeners: Listeners,
         },
-        /// A JSON body: what was read, and the bound in time.
+        /// A JSON body being read, boxed: a call that reads none (every
+        /// gRPC call) moves a future of the head's size only.
         Reading {
-            response: Option<Response<B>>,
-            held: Held<B::Data>,
-            copy: Vec<u8>,
-            json: Arc<JsonRules>,
-            #[pin]
-            timer: Sleep,
+            read: Pin<Box<JsonRead<B>>>,
         },
+    }
+}
+
+pin_project! {
+    /// A JSON read: what was read, and the bound in time.
+    #[project = JsonReadProj]
+    struct JsonRead<B>
+    where
+        B: Body,
+    {
+        response: Option<Response<B>>,
+        held: Held<B::Data>,
+        copy: Vec<u8>,
+        json: Arc<JsonRules>,
+        #[pin]
+        timer: Sleep,
     }
 }
 
@@ -163,11 +175,13 @@ where
                         until = until.min(*deadline);
                     }
                     kind.set(Kind::Reading {
-                        response: Some(response),
-                        held: Held::new(),
-                        copy: Vec::new(),
-                        json,
-                        timer: tokio::time::sleep_until(until),
+                        read: Box::pin(JsonRead {
+                            response: Some(response),
+                            held: Held::new(),
+                            copy: Vec::new(),
+                            json,
+                            timer: tokio::time::sleep_until(until),
+                        }),
                     });
                 }
                 KindProj::FirstFrame {
@@ -183,13 +197,14 @@ where
                     let listeners = std::mem::take(listeners);
                     return Poll::Ready(Ok(with_first_frame(response, first, listeners)));
                 }
-                KindProj::Reading {
-                    response,
-                    held,
-                    copy,
-                    json,
-                    mut timer,
-                } => {
+                KindProj::Reading { read } => {
+                    let JsonReadProj {
+                        response,
+                        held,
+                        copy,
+                        json,
+                        mut timer,
+                    } = read.as_mut().project();
                     let body = response
                         .as_mut()
                         .expect("PeekFuture polled after completion")
