@@ -10,11 +10,9 @@
 
 mod support;
 
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{get, send, Proxy, Reply, Upstream, PATIENCE};
+use support::{get, send, Proxy, RedisServer, Reply, Upstream};
 
 /// 200, announcing `r` left of 10 in a window that resets in `t` seconds
 /// (IETF `RateLimit` fields) on the first request, nothing after.
@@ -111,57 +109,6 @@ async fn a_pace_header_pair_is_read_and_no_pace_turns_pacing_off() {
             .await,
         0.0
     );
-}
-
-/// A `redis-server` of the test's own on a free loopback port, or `None`
-/// (with a message) when there is none and `RETRY_BUDGET_REQUIRE_REDIS` is
-/// unset.
-struct RedisServer(Child, u16);
-
-impl RedisServer {
-    fn start() -> Option<Self> {
-        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(child) => child,
-            Err(e) if std::env::var_os("RETRY_BUDGET_REQUIRE_REDIS").is_none() => {
-                eprintln!("SKIPPED: cannot run `{binary}` ({e}); set RETRY_BUDGET_REQUIRE_REDIS=1 to make this a failure");
-                return None;
-            }
-            Err(e) => panic!("RETRY_BUDGET_REQUIRE_REDIS is set but `{binary}` cannot run: {e}"),
-        };
-        let start = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < PATIENCE, "redis-server never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Some(Self(child, port))
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.1)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// 200, announcing `r` left of 10 in a window that resets in 4 s on every

@@ -7,7 +7,6 @@ mod support;
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -15,7 +14,7 @@ use http::Request;
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use support::{get, metric, send, send_with, Proxy, Reply, Seen, Upstream, PATIENCE};
+use support::{get, metric, send, send_with, Proxy, RedisServer, Reply, Seen, Upstream, PATIENCE};
 
 #[tokio::test]
 async fn a_429_then_200_comes_back_with_what_happened_and_is_counted() {
@@ -640,53 +639,6 @@ async fn reset_header_flags_are_the_same_as_get() {
         1.0,
         "{text}"
     );
-}
-
-/// A `redis-server` of the test's own on a free loopback port, or `None`
-/// (with a message) when there is none and `RETRY_BUDGET_REQUIRE_REDIS` is
-/// unset.
-struct RedisServer(Child, u16);
-
-impl RedisServer {
-    fn start() -> Option<Self> {
-        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new(&binary)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(child) => child,
-            Err(e) if std::env::var_os("RETRY_BUDGET_REQUIRE_REDIS").is_none() => {
-                eprintln!("SKIPPED: cannot run `{binary}` ({e}); set RETRY_BUDGET_REQUIRE_REDIS=1 to make this a failure");
-                return None;
-            }
-            Err(e) => panic!("RETRY_BUDGET_REQUIRE_REDIS is set but `{binary}` cannot run: {e}"),
-        };
-        let start = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < PATIENCE, "redis-server never listened");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Some(Self(child, port))
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.1)
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// Waits until `series` reads `at_least` on `proxy`'s metrics.

@@ -439,3 +439,54 @@ pub async fn send_with(
         .await
         .expect("an answer in time")
 }
+
+/// A `redis-server` of the test's own on a free loopback port, or `None`
+/// (with a message) when there is none and `RETRY_BUDGET_REQUIRE_REDIS` is
+/// unset.
+pub struct RedisServer(Child, u16);
+
+impl RedisServer {
+    pub fn start() -> Option<Self> {
+        let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--dir", &std::env::temp_dir().to_string_lossy()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let child = match child {
+            Ok(child) => child,
+            Err(e) if std::env::var_os("RETRY_BUDGET_REQUIRE_REDIS").is_none() => {
+                eprintln!("SKIPPED: cannot run `{binary}` ({e}); set RETRY_BUDGET_REQUIRE_REDIS=1 to make this a failure");
+                return None;
+            }
+            Err(e) => panic!("RETRY_BUDGET_REQUIRE_REDIS is set but `{binary}` cannot run: {e}"),
+        };
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < PATIENCE, "redis-server never listened");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Some(Self(child, port))
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.1)
+    }
+
+    pub fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
