@@ -230,19 +230,17 @@ impl ExtraList {
     /// The parts of the action of a request with these extensions, if the
     /// layer has no configured extra (`None` if it has: see
     /// [`start`](Self::start)): only the request's extensions to look in
-    /// (nothing, if it has none), the request neither taken apart nor
-    /// moved.
+    /// (no part made when none of them is there), the request neither
+    /// taken apart nor moved.
     #[inline]
     pub(crate) fn found(&self, extensions: &Extensions) -> Option<Extras> {
         if !self.configured.is_empty() {
             return None;
         }
-        let by_request = if extensions.is_empty() {
-            &[][..]
-        } else {
-            &self.by_request[..]
-        };
-        let mut made = by_request.iter().filter_map(|extra| extra.find(extensions));
+        let mut made = self
+            .by_request
+            .iter()
+            .filter_map(|extra| extra.find(extensions));
         // Nothing found (the usual request): no part to make.
         let Some(first) = made.next() else {
             return Some(Extras::traced());
@@ -253,14 +251,9 @@ impl ExtraList {
     /// The parts of the action of the request taken apart into `parts`,
     /// which each extra may mark.
     pub(crate) fn start(&self, parts: &mut Parts) -> Extras {
-        let by_request = if parts.extensions.is_empty() {
-            &[][..]
-        } else {
-            &self.by_request[..]
-        };
         // The request's own first (the caller's slot is filled before the
         // observer hears the report), then the layer's.
-        let found = by_request.iter().map(|extra| Maker::Found(&**extra));
+        let found = self.by_request.iter().map(|extra| Maker::Found(&**extra));
         let configured = self.configured.iter();
         let made = found
             .chain(configured.map(|(_, extra)| Maker::Configured(&**extra)))
