@@ -219,10 +219,19 @@ impl Pacer {
         // inputs are): its answer names this instant as the one it was
         // sent at.
         self.see(at);
-        if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
-            self.starts.remove(i);
-            self.record(at);
+        let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) else {
+            return;
+        };
+        // The latest start, sent no earlier than the one before it (nearly
+        // every one): moved in place, where `record` would put it.
+        let last = i.saturating_add(1) == self.starts.len();
+        let before = i.checked_sub(1).and_then(|b| self.starts.get(b));
+        if last && before.is_none_or(|b| *b <= at) {
+            self.starts[i] = at;
+            return;
         }
+        self.starts.remove(i);
+        self.record(at);
     }
 
     /// A retry of an action is planned to start `wait` after `now` (its
@@ -399,6 +408,11 @@ impl Pacer {
 fn record(instants: &mut VecDeque<Duration>, at: Duration) {
     if instants.len() >= MAX_STARTS {
         instants.pop_front();
+    }
+    // Nearly every instant comes after all the others: added at the back.
+    if instants.back().is_none_or(|last| *last <= at) {
+        instants.push_back(at);
+        return;
     }
     let place = instants.partition_point(|s| *s <= at);
     instants.insert(place, at);

@@ -43,10 +43,17 @@ pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<Arc<str>> {
 fn key(scheme: &Scheme, authority: &Authority) -> Arc<str> {
     LAST.with(|last| {
         let mut last = last.borrow_mut();
-        // Host and port as written: never the userinfo.
         let text = authority.as_str();
-        let raw_authority = text.rsplit_once('@').map_or(text, |(_, host)| host);
         let raw_scheme = scheme.as_str();
+        // The usual request: the same text as the key made last, which
+        // holds no `@`, so that the text has no userinfo to cut.
+        if let Some(made) = &*last {
+            if *made.authority == *text && *made.scheme == *raw_scheme {
+                return made.key.clone();
+            }
+        }
+        // Host and port as written: never the userinfo.
+        let raw_authority = text.rsplit_once('@').map_or(text, |(_, host)| host);
         match &*last {
             Some(made) if *made.scheme == *raw_scheme && *made.authority == *raw_authority => {
                 made.key.clone()
