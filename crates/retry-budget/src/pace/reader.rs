@@ -141,13 +141,19 @@ impl QuotaReader {
     /// pair's. A head with no such name announces nothing: a caller may
     /// look at its names alone before [`read`](Self::read)ing it.
     /// Hand-written: a prefix test, not worth a crate.
+    #[inline]
     pub fn knows(&self, name: &str) -> bool {
-        let name_bytes = name.as_bytes();
-        // The first byte tells most names apart from every prefix before
-        // a whole prefix is compared.
-        let may_start = name_bytes
+        // The first byte tells most names apart from every prefix.
+        let may_start = name
+            .as_bytes()
             .first()
             .is_some_and(|first| STARTS[usize::from(first.to_ascii_lowercase())]);
+        (may_start || !self.pairs.is_empty()) && self.compares(name, may_start)
+    }
+
+    /// [`knows`](Self::knows), once the first byte (`may_start`) is read.
+    fn compares(&self, name: &str, may_start: bool) -> bool {
+        let name_bytes = name.as_bytes();
         (may_start
             && KNOWN_PREFIXES.iter().any(|prefix| {
                 name_bytes
@@ -162,8 +168,7 @@ impl QuotaReader {
 
 /// What every field name the built-in formats read starts with: `Age`,
 /// the IETF fields (`ietf.rs`) and the vendors' (`vendor.rs`). A name
-/// added there must start with one of these.
-/// Lower-case.
+/// added there must start with one of these, in lower case.
 const KNOWN_PREFIXES: [&str; 4] = ["age", "ratelimit", "x-ratelimit-", "anthropic-ratelimit-"];
 
 /// Which bytes (lower-case) a known prefix starts with.
