@@ -361,9 +361,11 @@ struct Paced {
     key: Arc<str>,
     /// Its upstream's pacer, once looked up.
     slot: Option<Slot>,
-    admission: Option<Admission>,
+    /// The start recorded for its first attempt (the instant admitted),
+    /// until it is sent.
+    admission: Option<Duration>,
     /// The start recorded for a planned retry, until it is sent.
-    retry: Option<Admission>,
+    retry: Option<Duration>,
     sent_at: Option<Duration>,
     /// The quota fields of the latest response set aside or clamped, for
     /// the core's trail.
@@ -381,11 +383,11 @@ impl ActionExtra for Paced {
         let Some(admission) = self.with_pacer(|pacer| pacer.admit(now)) else {
             return BeforeFirst::default();
         };
-        let paced = admission.reason.clone().and_then(|reason| {
+        self.admission = Some(admission.at);
+        let paced = admission.reason.and_then(|reason| {
             let at = instant_at(self.pacing.origin(), admission.at)?;
             Some((clock.since(at), reason))
         });
-        self.admission = Some(admission);
         BeforeFirst {
             paced,
             asks: self.asks(),
@@ -420,16 +422,16 @@ impl ActionExtra for Paced {
             return Poll::Ready(None);
         };
         // The pacer decides again, with the fleet's word.
-        let Some(again) =
-            self.with_pacer(|pacer| pacer.fleet_spent(&limit, now, window_left, &admission))
+        let Some(again) = self
+            .with_pacer(|pacer| pacer.fleet_spent(&limit, now, window_left, &recorded(admission)))
         else {
             return Poll::Ready(None);
         };
-        let paced = again.reason.clone().and_then(|reason| {
+        self.admission = Some(again.at);
+        let paced = again.reason.and_then(|reason| {
             let at = instant_at(self.pacing.origin(), again.at)?;
             Some((clock.since(at), reason))
         });
-        self.admission = Some(again);
         Poll::Ready(paced)
     }
 
@@ -449,10 +451,10 @@ impl ActionExtra for Paced {
         let now = self.pacing.now();
         let previous = self.retry.take();
         self.retry = self.with_pacer(|pacer| {
-            if let Some(previous) = &previous {
-                pacer.release(previous);
+            if let Some(previous) = previous {
+                pacer.release(&recorded(previous));
             }
-            pacer.retry_planned(now, wait)
+            pacer.retry_planned(now, wait).at
         });
     }
 
@@ -460,8 +462,8 @@ impl ActionExtra for Paced {
         let now = self.pacing.now();
         self.sent_at = Some(now);
         // Sent: the recorded start moves to the instant it was sent.
-        if let Some(recorded) = self.admission.take().or_else(|| self.retry.take()) {
-            self.with_pacer(|pacer| pacer.sent(&recorded, now));
+        if let Some(at) = self.admission.take().or_else(|| self.retry.take()) {
+            self.with_pacer(|pacer| pacer.sent(&recorded(at), now));
         }
     }
 
@@ -547,8 +549,14 @@ impl Drop for Paced {
     /// The action ended before its first attempt (or a planned retry) was
     /// sent: its start no longer counts against any window.
     fn drop(&mut self) {
-        if let Some(admission) = self.admission.take().or_else(|| self.retry.take()) {
-            self.with_pacer(|pacer| pacer.release(&admission));
+        if let Some(at) = self.admission.take().or_else(|| self.retry.take()) {
+            self.with_pacer(|pacer| pacer.release(&recorded(at)));
         }
     }
+}
+
+/// The admission whose start was recorded at `at` (the pacer finds a
+/// recorded start by its instant alone).
+const fn recorded(at: Duration) -> Admission {
+    Admission { at, reason: None }
 }
