@@ -343,6 +343,7 @@ impl Extra for Pacing {
             pacing: self.clone(),
             key,
             slot: None,
+            opened_at: None,
             admission: None,
             retry: None,
             sent_at: None,
@@ -361,6 +362,8 @@ struct Paced {
     key: Arc<str>,
     /// Its upstream's pacer, once looked up.
     slot: Option<Slot>,
+    /// The time read before its first attempt, until that is sent.
+    opened_at: Option<Duration>,
     /// The start recorded for its first attempt (the instant admitted),
     /// until it is sent.
     admission: Option<Duration>,
@@ -380,6 +383,7 @@ impl ActionExtra for Paced {
     /// core, which decides whether it waits or is never sent.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         let now = self.pacing.now();
+        self.opened_at = Some(now);
         let Some(admission) = self.with_pacer(|pacer| pacer.admit(now)) else {
             return BeforeFirst::default();
         };
@@ -458,8 +462,14 @@ impl ActionExtra for Paced {
         });
     }
 
-    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {
-        let now = self.pacing.now();
+    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action, clock: &mut Clock) {
+        // Sent in the call that opened the action (its clock not read yet:
+        // nothing waited), at the time read then, as every step of that
+        // call happens at one reading.
+        let now = match self.opened_at.take() {
+            Some(opened_at) if clock.origin_read().is_none() => opened_at,
+            _ => self.pacing.now(),
+        };
         self.sent_at = Some(now);
         // Sent: the recorded start moves to the instant it was sent.
         if let Some(at) = self.admission.take().or_else(|| self.retry.take()) {
