@@ -77,7 +77,10 @@ fn userinfo_secret(arg: &str) -> Option<&str> {
 /// An authority's userinfo and the rest (`user:pw@host:port` → `user:pw`,
 /// `host:port`), if it has userinfo.
 fn split_userinfo(authority: &str) -> Option<(&str, &str)> {
-    authority.rsplit_once('@')
+    // A byte search: `@` is ASCII, so its byte is never inside another
+    // character, and a log line splits one authority per request.
+    let at = authority.bytes().rposition(|b| b == b'@')?;
+    Some((authority.get(..at)?, authority.get(at + 1..)?))
 }
 
 /// The user name that may be shown, and the secret, of a userinfo: the

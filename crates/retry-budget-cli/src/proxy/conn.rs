@@ -88,8 +88,26 @@ impl Gate {
         limits: ConnectionLimits,
         permit: OwnedSemaphorePermit,
     ) {
+        let never = (std::future::pending::<()>(), (|_| {}) as fn(Pin<&mut F>));
+        self.serve_draining(connection, never, activity, limits, permit)
+            .await;
+    }
+
+    /// As [`Self::serve`], and once `stop` resolves, `drain` is called on
+    /// the connection (which then finishes its requests and closes) and it
+    /// is run on to its end. `stop` is polled as the bounds are: only when
+    /// it wakes the task, not on every wake of the connection.
+    pub async fn serve_draining<F: Future, S: Future>(
+        &self,
+        connection: F,
+        (stop, drain): (S, fn(Pin<&mut F>)),
+        activity: Activity,
+        limits: ConnectionLimits,
+        permit: OwnedSemaphorePermit,
+    ) {
         let _permit = permit;
-        if let Some(expired) = Bounded::new(connection, activity.expired(limits)).await {
+        let bounded = Bounded::draining(connection, activity.expired(limits), (stop, drain));
+        if let Some(expired) = bounded.await {
             tracing::debug!(
                 target: "retry_budget::proxy",
                 port = self.port,
@@ -111,11 +129,16 @@ pin_project! {
     /// several times per request, while the bounds need polling only when
     /// their own timer or notification fires: the bounds are polled with a
     /// waker of their own ([`BoundsWoken`]), and only after it was woken.
-    struct Bounded<C, B> {
+    struct Bounded<C, B, S> {
         #[pin]
         connection: C,
         #[pin]
         bounds: B,
+        // Polled as the bounds are, until it resolves; then `drain` is
+        // called on the connection once.
+        #[pin]
+        stop: S,
+        drain: Option<fn(Pin<&mut C>)>,
         woken: Arc<BoundsWoken>,
         // The task's waker last given to `woken`, to see a change without
         // taking its lock.
@@ -123,11 +146,21 @@ pin_project! {
     }
 }
 
-impl<C, B> Bounded<C, B> {
+#[cfg(test)]
+impl<C, B> Bounded<C, B, std::future::Pending<()>> {
+    /// A connection that is never drained.
     fn new(connection: C, bounds: B) -> Self {
+        Self::draining(connection, bounds, (std::future::pending(), |_| {}))
+    }
+}
+
+impl<C, B, S> Bounded<C, B, S> {
+    fn draining(connection: C, bounds: B, (stop, drain): (S, fn(Pin<&mut C>))) -> Self {
         Self {
             connection,
             bounds,
+            stop,
+            drain: Some(drain),
             woken: Arc::new(BoundsWoken {
                 // Polled once at first, to arm the timer.
                 fired: AtomicBool::new(true),
@@ -138,11 +171,11 @@ impl<C, B> Bounded<C, B> {
     }
 }
 
-impl<C: Future, B: Future> Future for Bounded<C, B> {
+impl<C: Future, B: Future, S: Future> Future for Bounded<C, B, S> {
     type Output = Option<B::Output>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
+        let mut this = self.project();
         if !this
             .registered
             .as_ref()
@@ -155,14 +188,24 @@ impl<C: Future, B: Future> Future for Bounded<C, B> {
                 .unwrap_or_else(PoisonError::into_inner) = Some(cx.waker().clone());
             *this.registered = Some(cx.waker().clone());
         }
+        // Read after the task's waker is in place: a wake after this
+        // read wakes the task, which polls again.
+        let fired = this.woken.fired.swap(false, Ordering::AcqRel);
+        let waker = fired.then(|| Waker::from(this.woken.clone()));
+        if let Some(waker) = &waker {
+            // Before the connection is polled, so that it sees the drain
+            // at once.
+            if this.drain.is_some() && this.stop.poll(&mut Context::from_waker(waker)).is_ready() {
+                if let Some(drain) = this.drain.take() {
+                    drain(this.connection.as_mut());
+                }
+            }
+        }
         if this.connection.poll(cx).is_ready() {
             return Poll::Ready(None);
         }
-        // Read after the task's waker is in place: a wake after this
-        // read wakes the task, which polls again.
-        if this.woken.fired.swap(false, Ordering::AcqRel) {
-            let waker = Waker::from(this.woken.clone());
-            if let Poll::Ready(expired) = this.bounds.poll(&mut Context::from_waker(&waker)) {
+        if let Some(waker) = &waker {
+            if let Poll::Ready(expired) = this.bounds.poll(&mut Context::from_waker(waker)) {
                 return Poll::Ready(Some(expired));
             }
         }

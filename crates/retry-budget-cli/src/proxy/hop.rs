@@ -112,13 +112,19 @@ fn strip(headers: &mut HeaderMap, listed: &[HeaderName; 7], present: u32) {
         if let Entry::Occupied(connection) = headers.entry(CONNECTION) {
             // `to_str` leaves visible ASCII, spaces and tabs: ASCII
             // trimming is all a token needs.
-            for value in connection.iter().filter_map(|v| v.to_str().ok()) {
+            for value in connection.iter() {
+                // The usual value, `keep-alive` (listed in both
+                // directions): it names no other field, and needs no
+                // splitting.
+                if value.as_bytes().eq_ignore_ascii_case(b"keep-alive") {
+                    continue;
+                }
+                let Ok(value) = value.to_str() else {
+                    continue;
+                };
                 let tokens = value.split(',').map(str::trim_ascii);
                 for token in tokens.filter(|token| !token.is_empty()) {
-                    if !listed
-                        .iter()
-                        .any(|l| l.as_str().eq_ignore_ascii_case(token))
-                    {
+                    if !is_listed(token.as_bytes(), listed) {
                         named.push(token.to_owned());
                     }
                 }
@@ -135,6 +141,13 @@ fn strip(headers: &mut HeaderMap, listed: &[HeaderName; 7], present: u32) {
         // Not a valid field name: nothing by that name can be present.
         headers.remove(name.as_str());
     }
+}
+
+/// Whether `token` is one of the `listed` names (any case).
+fn is_listed(token: &[u8], listed: &[HeaderName; 7]) -> bool {
+    listed
+        .iter()
+        .any(|l| l.as_str().as_bytes().eq_ignore_ascii_case(token))
 }
 
 /// Whether a `TE` value lists `trailers` (case-insensitive, parameters

@@ -207,22 +207,23 @@ fn push_time(line: &mut String, now: SystemTime) {
 
 /// Appends `n` (under 1000) with three digits.
 fn push_padded(line: &mut String, n: u32) {
-    let mut digits = itoa::Buffer::new();
-    let digits = digits.format(n);
-    for _ in digits.len()..3 {
-        line.push('0');
-    }
-    line.push_str(digits);
+    let digits = [n / 100 % 10, n / 10 % 10, n % 10];
+    line.extend(digits.iter().filter_map(|d| char::from_digit(*d, 10)));
 }
 
 /// Appends `elapsed` in seconds rounded to the millisecond, written as the
 /// shortest decimal (`0.001`, `1.2`, `3`), as `f64`'s `Display` writes it.
 fn push_seconds(line: &mut String, elapsed: Duration) {
-    let millis = elapsed
-        .as_millis()
-        .saturating_add(u128::from(elapsed.subsec_nanos() % 1_000_000 >= 500_000));
-    line.push_str(itoa::Buffer::new().format(millis / 1000));
-    let fraction = u32::try_from(millis % 1000).unwrap_or(0);
+    // Whole seconds and rounded milliseconds, in `u64` and `u32` (no
+    // 128-bit division); a fraction rounded up to 1000 carries.
+    let nanos = elapsed.subsec_nanos();
+    let mut seconds = elapsed.as_secs();
+    let mut fraction = nanos / 1_000_000 + u32::from(nanos % 1_000_000 >= 500_000);
+    if fraction == 1000 {
+        seconds = seconds.saturating_add(1);
+        fraction = 0;
+    }
+    line.push_str(itoa::Buffer::new().format(seconds));
     if fraction != 0 {
         let digits = [fraction / 100, fraction / 10 % 10, fraction % 10];
         let shown = if digits[2] != 0 {

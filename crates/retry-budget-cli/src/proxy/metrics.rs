@@ -439,6 +439,11 @@ impl Metrics {
         let mut running = m.running[shard]
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if let EventKind::Stopped { outcome } = event.kind {
+            // The last event: the entry is taken out in one lookup.
+            stopped(m, running.remove(&id), outcome);
+            return;
+        }
         let state = running.entry(id).or_insert_with(|| {
             m.in_flight.inc();
             Running::default()
@@ -475,10 +480,6 @@ impl Metrics {
             }
             EventKind::RetryRefused { .. } => {
                 m.throttled.inc();
-            }
-            EventKind::Stopped { outcome } => {
-                stopped(m, state.waiting, *outcome);
-                running.remove(&id);
             }
             _ => {}
         }
@@ -623,17 +624,20 @@ impl Observer for Metrics {
 }
 
 /// One action stopped: a paced stop counted, the action no longer waiting
-/// nor in flight.
-fn stopped(m: &Inner, waiting: bool, outcome: Outcome) {
+/// nor in flight (`state`, its entry: none if this is its only event, and
+/// then it was never counted in).
+fn stopped(m: &Inner, state: Option<Running>, outcome: Outcome) {
     if outcome == Outcome::Paced {
         m.paces
             .get_or_create(&HoldOffLabels { result: "stopped" })
             .inc();
     }
-    if waiting {
-        m.waiting.dec();
+    if let Some(state) = state {
+        if state.waiting {
+            m.waiting.dec();
+        }
+        m.in_flight.dec();
     }
-    m.in_flight.dec();
 }
 
 /// A planned wait of one action: its basis counted (a hold-off's or a

@@ -97,8 +97,12 @@ pub fn normalize(path: &str) -> Result<Cow<'_, str>, PathError> {
     let Some(rest) = path.strip_prefix('/') else {
         return Err(PathError::NotAbsolute);
     };
-    // No dot-segment: the path is its own normal form (most paths), given
-    // back as it is.
+    // No `.`, `%` or backslash at all: no segment is or hides a dot-segment
+    // (most paths), found in one pass over the bytes.
+    if !rest.bytes().any(|b| matches!(b, b'.' | b'%' | b'\\')) {
+        return Ok(Cow::Borrowed(path));
+    }
+    // No dot-segment: the path is its own normal form, given back as it is.
     let mut has_dots = false;
     for segment in rest.split('/') {
         if dots(segment).is_some() {

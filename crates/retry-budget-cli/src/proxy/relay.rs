@@ -153,7 +153,7 @@ fn own_end(
 /// The upstream's final response, relayed with what happened; `on_end` is
 /// told how its body ended.
 fn relay(
-    response: Response<PeekBody<Incoming>>,
+    mut response: Response<PeekBody<Incoming>>,
     idle: std::time::Duration,
     preset: bool,
     on_end: impl FnOnce(super::relay_body::Ending) + Send + 'static,
@@ -163,12 +163,10 @@ fn relay(
         let no_retry = preset && no_retry_on_top(report);
         (report.outcome, report.attempts_started, no_retry)
     });
-    let (mut parts, body) = response.into_parts();
-    hop::strip_response(&mut parts.headers);
+    // The head is rewritten in place; only the body changes type, once.
+    hop::strip_response(response.headers_mut());
     // The version is this hop's: hyper writes its own.
-    parts.version = Version::default();
-    let body = RelayBody::new(body, idle, on_end);
-    let mut response = Response::from_parts(parts, Either::Left(body));
+    *response.version_mut() = Version::default();
     if let Some((outcome, attempts, no_retry)) = told {
         tell(&mut response, outcome, attempts);
         if no_retry {
@@ -177,7 +175,7 @@ fn relay(
                 .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
         }
     }
-    response
+    response.map(|body| Either::Left(RelayBody::new(body, idle, on_end)))
 }
 
 /// Whether an SDK must not retry this answer on top of the proxy: the

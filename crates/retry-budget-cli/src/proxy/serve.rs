@@ -394,11 +394,24 @@ impl Worker {
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)
             .into_owned();
-        let watched = graceful.watch(connection);
+        // Held until the connection's task ends: the drain waits for every
+        // watcher. The stop itself is watched by the connection's bounds,
+        // polled only when it fires (hyper-util's `watch` polls it on every
+        // wake of the connection).
+        let watcher = graceful.watcher();
+        let stop = self.phases.stop.clone().cancelled_owned();
         let gate = self.gate.clone();
         let limits = self.proxy.config.connections;
         tokio::spawn(async move {
-            gate.serve(watched, activity, limits, permit).await;
+            let _watcher = watcher;
+            gate.serve_draining(
+                connection,
+                (stop, |connection| connection.graceful_shutdown()),
+                activity,
+                limits,
+                permit,
+            )
+            .await;
         });
     }
 }
