@@ -45,6 +45,7 @@ use http::request::Parts;
 use http::Extensions;
 use retry_budget::Action;
 
+use crate::clock::Clock;
 use crate::extra::{ActionExtra, Extra, Moments};
 
 /// Request extension on every attempt the retry layer sends, when
@@ -77,7 +78,7 @@ impl ActionExtra for AttemptDeadlines {
         Moments::ATTEMPT
     }
 
-    fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+    fn attempt(&mut self, extensions: &mut Extensions, action: &Action, _clock: &mut Clock) {
         if let Some((attempt, reservation)) = action.reservation() {
             extensions.insert(AttemptDeadline {
                 attempt,

@@ -105,9 +105,10 @@ impl Clock {
         self.now()
     }
 
-    /// The instant of elapsed zero, if it was read.
-    #[cfg(test)]
-    const fn origin_read(&self) -> Option<Instant> {
+    /// The instant of elapsed zero, if it was read: not yet, every step
+    /// so far happened in the call that opened the action, with nothing
+    /// waited (see the type's doc).
+    pub(crate) const fn origin_read(&self) -> Option<Instant> {
         self.origin
     }
 

@@ -172,7 +172,8 @@ impl<S, B> Ctx<S, B> {
         } else {
             self.template.take().expect(KEPT)
         };
-        self.extras.attempt(request.extensions_mut(), &self.action);
+        self.extras
+            .attempt(request.extensions_mut(), &self.action, &mut self.clock);
         request
     }
 

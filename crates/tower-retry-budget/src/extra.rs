@@ -92,7 +92,7 @@ pub(crate) trait ActionExtra: Send + Sync {
     fn effects(&mut self, _effects: &ClientEffects, _clock: &mut Clock) {}
 
     /// An attempt is about to be sent with these extensions.
-    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {}
+    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action, _clock: &mut Clock) {}
 
     /// The head of every response of an attempt (any status), before the
     /// core hears it; `calendar` reads the trusted calendar clock.
@@ -423,9 +423,14 @@ impl Extras {
 
     /// See [`ActionExtra::attempt`].
     #[inline]
-    pub(crate) fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+    pub(crate) fn attempt(
+        &mut self,
+        extensions: &mut Extensions,
+        action: &Action,
+        clock: &mut Clock,
+    ) {
         if let Some(part) = self.acting(Moments::ATTEMPT) {
-            part.attempt(extensions, action);
+            part.attempt(extensions, action, clock);
         }
     }
 
@@ -572,9 +577,9 @@ impl ActionExtra for Many {
         }
     }
 
-    fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
+    fn attempt(&mut self, extensions: &mut Extensions, action: &Action, clock: &mut Clock) {
         for part in self.acting(Moments::ATTEMPT) {
-            part.attempt(extensions, action);
+            part.attempt(extensions, action, clock);
         }
     }
 

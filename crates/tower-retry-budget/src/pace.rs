@@ -100,7 +100,71 @@ struct Inner {
     fleet: Option<RedisAllowance>,
     /// The elapsed zero of every pacer: the first time one is used.
     origin: OnceLock<Instant>,
-    pacers: Mutex<HashMap<String, Pacer>>,
+    pacers: Mutex<Pacers>,
+}
+
+/// The pacers by upstream key.
+#[derive(Default)]
+struct Pacers {
+    by_key: HashMap<Arc<str>, Slot>,
+    /// The one looked up last: a client sends nearly all its requests to
+    /// a few upstreams, and the key of each is most often the very one
+    /// handed out before (see [`authority_in`]), so that it is found
+    /// without hashing.
+    last: Option<(Arc<str>, Slot)>,
+}
+
+impl Pacers {
+    /// The slot of `key`, made if there is room: when full, an upstream
+    /// whose limits have all expired makes room.
+    fn slot(&mut self, key: &Arc<str>, capacity: usize, config: PacerConfig) -> Option<Slot> {
+        if let Some((last, slot)) = &self.last {
+            if Arc::ptr_eq(last, key) || **last == **key {
+                return Some(Arc::clone(slot));
+            }
+        }
+        let slot = match self.by_key.get(&**key) {
+            Some(slot) => Arc::clone(slot),
+            None => {
+                if self.by_key.len() >= capacity {
+                    self.evict_idle()?;
+                }
+                let slot = Arc::new(Mutex::new(Some(Pacer::new(config))));
+                self.by_key.insert(Arc::clone(key), Arc::clone(&slot));
+                slot
+            }
+        };
+        self.last = Some((Arc::clone(key), Arc::clone(&slot)));
+        Some(slot)
+    }
+
+    /// Lets go of a pacer whose limits have all expired, if any.
+    fn evict_idle(&mut self) -> Option<()> {
+        let idle = self
+            .by_key
+            .iter()
+            .find(|(_, slot)| lock(slot).iter().all(|p| p.limits().next().is_none()))
+            .map(|(key, _)| Arc::clone(key))?;
+        if let Some(slot) = self.by_key.remove(&idle) {
+            // An action holding it looks its key up again.
+            lock(&slot).take();
+        }
+        if self.last.as_ref().is_some_and(|(last, _)| *last == idle) {
+            self.last = None;
+        }
+        Some(())
+    }
+}
+
+/// One upstream's pacer, held by the map and by the actions to that
+/// upstream (each looks it up once): `None` once the map has let it go to
+/// make room, so that an action holding it looks its key up again.
+type Slot = Arc<Mutex<Option<Pacer>>>;
+
+/// The pacer in `slot` (a panic elsewhere leaves it as it was: go on
+/// with it).
+fn lock(slot: &Slot) -> std::sync::MutexGuard<'_, Option<Pacer>> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Default for Pacing {
@@ -140,7 +204,7 @@ impl Pacing {
                 #[cfg(feature = "redis")]
                 fleet: None,
                 origin: OnceLock::new(),
-                pacers: Mutex::new(HashMap::new()),
+                pacers: Mutex::new(Pacers::default()),
             }),
         }
     }
@@ -218,10 +282,11 @@ impl Pacing {
     /// The limits held for upstream `key` (an authority such as
     /// `https://api.test:443`), as last announced.
     pub fn limits(&self, key: &str) -> Vec<HeldLimit> {
-        self.lock()
-            .get(key)
-            .map(|pacer| pacer.limits().cloned().collect())
-            .unwrap_or_default()
+        let Some(slot) = self.lock().by_key.get(key).cloned() else {
+            return Vec::new();
+        };
+        let pacer = lock(&slot);
+        pacer.iter().flat_map(Pacer::limits).cloned().collect()
     }
 
     /// Every upstream's limits held now (not yet reset), as last
@@ -230,18 +295,19 @@ impl Pacing {
     /// [`MAX_LIMITS`](retry_budget::pace::MAX_LIMITS) limits.
     pub fn known(&self) -> Vec<(String, HeldLimit)> {
         let now = self.now();
-        self.lock()
-            .iter()
-            .flat_map(|(key, pacer)| {
-                pacer
-                    .limits()
-                    .filter(move |limit| limit.resets_at > now)
-                    .map(move |limit| (key.clone(), limit.clone()))
-            })
-            .collect()
+        let mut known = Vec::new();
+        for (key, slot) in &self.lock().by_key {
+            let pacer = lock(slot);
+            let held = pacer.iter().flat_map(Pacer::limits);
+            known.extend(
+                held.filter(|limit| limit.resets_at > now)
+                    .map(|limit| (key.to_string(), limit.clone())),
+            );
+        }
+        known
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Pacer>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pacers> {
         // A panic elsewhere leaves the map as it was: go on with it.
         self.inner
             .pacers
@@ -258,23 +324,14 @@ impl Pacing {
         elapsed_since(self.origin())
     }
 
-    /// Runs `f` on the pacer of `key`, made if there is room.
-    fn with_pacer<T>(&self, key: &str, f: impl FnOnce(&mut Pacer) -> T) -> Option<T> {
+    /// Runs `f` on the pacer of `key`, made if there is room; with it,
+    /// the pacer's slot, for the action to use again without the map.
+    fn with_pacer<T>(&self, key: &Arc<str>, f: impl FnOnce(&mut Pacer) -> T) -> Option<(T, Slot)> {
         let mut pacers = self.lock();
-        if let Some(pacer) = pacers.get_mut(key) {
-            return Some(f(pacer));
-        }
-        if pacers.len() >= self.inner.capacity {
-            let idle = pacers
-                .iter()
-                .find(|(_, pacer)| pacer.limits().next().is_none())
-                .map(|(key, _)| key.clone())?;
-            pacers.remove(&idle);
-        }
-        let pacer = pacers
-            .entry(key.to_owned())
-            .or_insert_with(|| Pacer::new(self.inner.config));
-        Some(f(pacer))
+        let slot = pacers.slot(key, self.inner.capacity, self.inner.config)?;
+        // Run with the map held, as the map lets a pacer go only then.
+        let done = lock(&slot).as_mut().map(f)?;
+        Some((done, slot))
     }
 }
 
@@ -285,6 +342,8 @@ impl Extra for Pacing {
         Some(Box::new(Paced {
             pacing: self.clone(),
             key,
+            slot: None,
+            opened_at: None,
             admission: None,
             retry: None,
             sent_at: None,
@@ -301,9 +360,15 @@ impl Extra for Pacing {
 struct Paced {
     pacing: Pacing,
     key: Arc<str>,
-    admission: Option<Admission>,
+    /// Its upstream's pacer, once looked up.
+    slot: Option<Slot>,
+    /// The time read before its first attempt, until that is sent.
+    opened_at: Option<Duration>,
+    /// The start recorded for its first attempt (the instant admitted),
+    /// until it is sent.
+    admission: Option<Duration>,
     /// The start recorded for a planned retry, until it is sent.
-    retry: Option<Admission>,
+    retry: Option<Duration>,
     sent_at: Option<Duration>,
     /// The quota fields of the latest response set aside or clamped, for
     /// the core's trail.
@@ -318,14 +383,15 @@ impl ActionExtra for Paced {
     /// core, which decides whether it waits or is never sent.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
         let now = self.pacing.now();
-        let Some(admission) = self.pacing.with_pacer(&self.key, |pacer| pacer.admit(now)) else {
+        self.opened_at = Some(now);
+        let Some(admission) = self.with_pacer(|pacer| pacer.admit(now)) else {
             return BeforeFirst::default();
         };
-        let paced = admission.reason.clone().and_then(|reason| {
+        self.admission = Some(admission.at);
+        let paced = admission.reason.and_then(|reason| {
             let at = instant_at(self.pacing.origin(), admission.at)?;
             Some((clock.since(at), reason))
         });
-        self.admission = Some(admission);
         BeforeFirst {
             paced,
             asks: self.asks(),
@@ -337,15 +403,17 @@ impl ActionExtra for Paced {
     /// its pacer holds a window to share.
     #[cfg(feature = "redis")]
     fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<crate::extra::Paced> {
-        let Some(allowance) = self.pacing.inner.fleet.as_ref() else {
+        if self.pacing.inner.fleet.is_none() {
             return Poll::Ready(None);
-        };
+        }
         if let fleet::Asking::Idle = self.asking {
             let now = self.pacing.now();
             let windows = self
-                .pacing
-                .with_pacer(&self.key, |pacer| pacer.fleet_windows(now))
+                .with_pacer(|pacer| pacer.fleet_windows(now))
                 .unwrap_or_default();
+            let Some(allowance) = self.pacing.inner.fleet.as_ref() else {
+                return Poll::Ready(None);
+            };
             if windows.is_empty() {
                 return Poll::Ready(None);
             }
@@ -358,16 +426,16 @@ impl ActionExtra for Paced {
             return Poll::Ready(None);
         };
         // The pacer decides again, with the fleet's word.
-        let Some(again) = self.pacing.with_pacer(&self.key, |pacer| {
-            pacer.fleet_spent(&limit, now, window_left, &admission)
-        }) else {
+        let Some(again) = self
+            .with_pacer(|pacer| pacer.fleet_spent(&limit, now, window_left, &recorded(admission)))
+        else {
             return Poll::Ready(None);
         };
-        let paced = again.reason.clone().and_then(|reason| {
+        self.admission = Some(again.at);
+        let paced = again.reason.and_then(|reason| {
             let at = instant_at(self.pacing.origin(), again.at)?;
             Some((clock.since(at), reason))
         });
-        self.admission = Some(again);
         Poll::Ready(paced)
     }
 
@@ -386,21 +454,26 @@ impl ActionExtra for Paced {
         let wait = *wait;
         let now = self.pacing.now();
         let previous = self.retry.take();
-        self.retry = self.pacing.with_pacer(&self.key, |pacer| {
-            if let Some(previous) = &previous {
-                pacer.release(previous);
+        self.retry = self.with_pacer(|pacer| {
+            if let Some(previous) = previous {
+                pacer.release(&recorded(previous));
             }
-            pacer.retry_planned(now, wait)
+            pacer.retry_planned(now, wait).at
         });
     }
 
-    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action) {
-        let now = self.pacing.now();
+    fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action, clock: &mut Clock) {
+        // Sent in the call that opened the action (its clock not read yet:
+        // nothing waited), at the time read then, as every step of that
+        // call happens at one reading.
+        let now = match self.opened_at.take() {
+            Some(opened_at) if clock.origin_read().is_none() => opened_at,
+            _ => self.pacing.now(),
+        };
         self.sent_at = Some(now);
         // Sent: the recorded start moves to the instant it was sent.
-        if let Some(recorded) = self.admission.take().or_else(|| self.retry.take()) {
-            self.pacing
-                .with_pacer(&self.key, |pacer| pacer.sent(&recorded, now));
+        if let Some(at) = self.admission.take().or_else(|| self.retry.take()) {
+            self.with_pacer(|pacer| pacer.sent(&recorded(at), now));
         }
     }
 
@@ -408,6 +481,12 @@ impl ActionExtra for Paced {
         let Some(sent_at) = self.sent_at else {
             return;
         };
+        // Most heads hold no field the reader knows: their names tell.
+        let reader = &self.pacing.inner.reader;
+        if !headers.keys().any(|name| reader.knows(name.as_str())) {
+            self.notes.clear();
+            return;
+        }
         let lines = || {
             headers
                 .iter()
@@ -427,7 +506,7 @@ impl ActionExtra for Paced {
             return;
         }
         let received_at = self.pacing.now();
-        self.pacing.with_pacer(&self.key, |pacer| {
+        self.with_pacer(|pacer| {
             pacer.observe(sent_at, received_at, &reading.states);
         });
     }
@@ -444,15 +523,29 @@ impl ActionExtra for Paced {
 }
 
 impl Paced {
+    /// Runs `f` on its upstream's pacer: the one looked up before, unless
+    /// the map has let it go since; otherwise looked up (made if there is
+    /// room).
+    fn with_pacer<T>(&mut self, f: impl FnOnce(&mut Pacer) -> T) -> Option<T> {
+        if let Some(slot) = &self.slot {
+            if let Some(pacer) = lock(slot).as_mut() {
+                return Some(f(pacer));
+            }
+        }
+        let (done, slot) = self.pacing.with_pacer(&self.key, f)?;
+        self.slot = Some(slot);
+        Some(done)
+    }
+
     /// Whether the first attempt waits for the fleet's answer.
     #[cfg(feature = "redis")]
     fn asks(&self) -> bool {
         self.pacing.inner.fleet.is_some()
-            && self
-                .pacing
-                .lock()
-                .get(&*self.key)
-                .is_some_and(|pacer| !pacer.fleet_windows(self.pacing.now()).is_empty())
+            && self.slot.as_ref().is_some_and(|slot| {
+                lock(slot)
+                    .as_ref()
+                    .is_some_and(|pacer| !pacer.fleet_windows(self.pacing.now()).is_empty())
+            })
     }
 
     #[cfg(not(feature = "redis"))]
@@ -466,9 +559,14 @@ impl Drop for Paced {
     /// The action ended before its first attempt (or a planned retry) was
     /// sent: its start no longer counts against any window.
     fn drop(&mut self) {
-        if let Some(admission) = self.admission.take().or_else(|| self.retry.take()) {
-            self.pacing
-                .with_pacer(&self.key, |pacer| pacer.release(&admission));
+        if let Some(at) = self.admission.take().or_else(|| self.retry.take()) {
+            self.with_pacer(|pacer| pacer.release(&recorded(at)));
         }
     }
+}
+
+/// The admission whose start was recorded at `at` (the pacer finds a
+/// recorded start by its instant alone).
+const fn recorded(at: Duration) -> Admission {
+    Admission { at, reason: None }
 }

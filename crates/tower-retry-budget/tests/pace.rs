@@ -277,3 +277,67 @@ async fn a_planned_retry_counts_in_the_window_it_lands_in() {
     assert_eq!(first.await.unwrap().unwrap().status(), 200);
     assert_eq!(*calls.lock().unwrap(), [ms(0), ms(1100), ms(5100)]);
 }
+
+/// Calls to `a.test` answer after 100 ms with none left (`EXHAUSTED`),
+/// those to any other host at once with no field; each call's host and
+/// arrival (since the test's start) are recorded.
+fn two_upstreams(
+    calls: &Arc<Mutex<Vec<(String, Duration)>>>,
+) -> impl tower::Service<Request<()>, Response = Response<()>, Error = Infallible, Future = impl Send>
+       + Clone
+       + Send {
+    let origin = Instant::now();
+    let log = calls.clone();
+    service_fn(move |request: Request<()>| {
+        let host = request.uri().host().unwrap_or_default().to_owned();
+        log.lock().unwrap().push((host.clone(), origin.elapsed()));
+        async move {
+            let mut response = Response::builder();
+            if host == "a.test" {
+                tokio::time::sleep(ms(100)).await;
+                for (name, value) in EXHAUSTED {
+                    response = response.header(*name, *value);
+                }
+            }
+            Ok::<_, Infallible>(response.body(()).unwrap())
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pacer_let_go_to_make_room_is_looked_up_again_by_its_action() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let pacing = unspread().capacity(1);
+    let client = ServiceBuilder::new()
+        .layer(RetryBudgetLayer::new(Policy::default()).pace(pacing.clone()))
+        .service(two_upstreams(&calls));
+    let to = |uri: &str| Request::get(uri).body(()).unwrap();
+
+    // An action to `a.test` is in flight when one to `b.test` takes the
+    // only room (`a.test` holds no limit yet).
+    let first = tokio::spawn(client.clone().oneshot(to("http://a.test/")));
+    tokio::task::yield_now().await;
+    client.clone().oneshot(to("http://b.test/")).await.unwrap();
+    // Its answer (none left, reset 2 s later) is held for `a.test` all the
+    // same, in the room `b.test` (no limit) makes again.
+    first.await.unwrap().unwrap();
+    let held = pacing.limits("http://a.test:80");
+    assert_eq!(held.len(), 1);
+    assert_eq!(held[0].remaining, 0);
+    assert!(pacing.limits("http://b.test:80").is_empty());
+
+    // `a.test`'s next first attempt waits for the reset; `b.test` finds no
+    // room (`a.test`'s limit is held) and goes unpaced.
+    client.clone().oneshot(to("http://b.test/")).await.unwrap();
+    client.clone().oneshot(to("http://a.test/")).await.unwrap();
+    let calls = calls.lock().unwrap().clone();
+    let at = |host: &str| {
+        calls
+            .iter()
+            .filter(|(h, _)| h == host)
+            .map(|(_, at)| *at)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(at("a.test"), [ms(0), ms(2100)]);
+    assert_eq!(at("b.test"), [ms(0), ms(100)]);
+}

@@ -171,7 +171,9 @@ impl Pacer {
     /// with [`release`](Self::release) if the action never starts).
     pub fn admit(&mut self, now: Duration) -> Admission {
         let now = self.see(now);
-        self.limits.retain(|l| l.resets_at > now);
+        if !self.limits.is_empty() {
+            self.limits.retain(|l| l.resets_at > now);
+        }
         let floor = now.saturating_sub(self.config.max_hold);
         for starts in [&mut self.starts, &mut self.answered] {
             while starts.front().is_some_and(|s| *s < floor) {
@@ -219,10 +221,21 @@ impl Pacer {
         // inputs are): its answer names this instant as the one it was
         // sent at.
         self.see(at);
-        if let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) {
-            self.starts.remove(i);
-            self.record(at);
+        // The latest start, sent no earlier than the one before it (nearly
+        // every one): moved in place, where `record` would put it.
+        let len = self.starts.len();
+        let before = len.checked_sub(2).and_then(|b| self.starts.get(b)).copied();
+        if let Some(last) = self.starts.back_mut() {
+            if *last == admission.at && before.is_none_or(|b| b <= at) {
+                *last = at;
+                return;
+            }
         }
+        let Some(i) = self.starts.iter().rposition(|s| *s == admission.at) else {
+            return;
+        };
+        self.starts.remove(i);
+        self.record(at);
     }
 
     /// A retry of an action is planned to start `wait` after `now` (its
@@ -399,6 +412,11 @@ impl Pacer {
 fn record(instants: &mut VecDeque<Duration>, at: Duration) {
     if instants.len() >= MAX_STARTS {
         instants.pop_front();
+    }
+    // Nearly every instant comes after all the others: added at the back.
+    if instants.back().is_none_or(|last| *last <= at) {
+        instants.push_back(at);
+        return;
     }
     let place = instants.partition_point(|s| *s <= at);
     instants.insert(place, at);

@@ -138,23 +138,49 @@ impl QuotaReader {
 
     /// Whether `name` (any case) may be a field some format reads: it
     /// starts as one of the built-in formats' names or is an operator
-    /// pair's. Hand-written: a prefix test, not worth a crate.
-    fn knows(&self, name: &str) -> bool {
+    /// pair's. A head with no such name announces nothing: a caller may
+    /// look at its names alone before [`read`](Self::read)ing it.
+    /// Hand-written: a prefix test, not worth a crate.
+    #[inline]
+    pub fn knows(&self, name: &str) -> bool {
+        // The first byte tells most names apart from every prefix.
+        let may_start = name
+            .as_bytes()
+            .first()
+            .is_some_and(|first| STARTS[usize::from(first.to_ascii_lowercase())]);
+        (may_start || !self.pairs.is_empty()) && self.compares(name, may_start)
+    }
+
+    /// [`knows`](Self::knows), once the first byte (`may_start`) is read.
+    fn compares(&self, name: &str, may_start: bool) -> bool {
         let name_bytes = name.as_bytes();
-        KNOWN_PREFIXES.iter().any(|prefix| {
-            name_bytes
-                .get(..prefix.len())
-                .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
-        }) || self.pairs.iter().any(|pair| {
-            name.eq_ignore_ascii_case(&pair.remaining) || name.eq_ignore_ascii_case(&pair.reset)
-        })
+        (may_start
+            && KNOWN_PREFIXES.iter().any(|prefix| {
+                name_bytes
+                    .get(..prefix.len())
+                    .is_some_and(|start| start.eq_ignore_ascii_case(prefix.as_bytes()))
+            }))
+            || self.pairs.iter().any(|pair| {
+                name.eq_ignore_ascii_case(&pair.remaining) || name.eq_ignore_ascii_case(&pair.reset)
+            })
     }
 }
 
 /// What every field name the built-in formats read starts with: `Age`,
 /// the IETF fields (`ietf.rs`) and the vendors' (`vendor.rs`). A name
-/// added there must start with one of these.
+/// added there must start with one of these, in lower case.
 const KNOWN_PREFIXES: [&str; 4] = ["age", "ratelimit", "x-ratelimit-", "anthropic-ratelimit-"];
+
+/// Which bytes (lower-case) a known prefix starts with.
+const STARTS: [bool; 256] = {
+    let mut starts = [false; 256];
+    let mut i = 0;
+    while i < KNOWN_PREFIXES.len() {
+        starts[KNOWN_PREFIXES[i].as_bytes()[0] as usize] = true;
+        i = i.saturating_add(1);
+    }
+    starts
+};
 
 /// Where the formats' readers put what they found.
 pub(crate) struct Sink {

@@ -41,20 +41,34 @@ pub(crate) fn authority_in(uri: &Uri, headers: &HeaderMap) -> Option<Arc<str>> {
 }
 
 fn key(scheme: &Scheme, authority: &Authority) -> Arc<str> {
-    LAST.with(|last| {
-        let mut last = last.borrow_mut();
+    let text = authority.as_str();
+    // The usual request: the same text as the key made last, which holds
+    // no `@`, so that the text has no userinfo to cut. (Schemes equal
+    // without case make one key: it is lower-cased.)
+    let same = LAST.with_borrow(|last| {
+        last.as_ref()
+            .filter(|made| *made.authority == *text && made.scheme == *scheme)
+            .map(|made| made.key.clone())
+    });
+    same.unwrap_or_else(|| key_of_userinfo_or_new(scheme, authority))
+}
+
+/// The key when the text is not the last one's: the same host and port
+/// after userinfo, or a new key.
+#[cold]
+fn key_of_userinfo_or_new(scheme: &Scheme, authority: &Authority) -> Arc<str> {
+    LAST.with_borrow_mut(|last| {
         // Host and port as written: never the userinfo.
         let text = authority.as_str();
         let raw_authority = text.rsplit_once('@').map_or(text, |(_, host)| host);
-        let raw_scheme = scheme.as_str();
         match &*last {
-            Some(made) if *made.scheme == *raw_scheme && *made.authority == *raw_authority => {
+            Some(made) if made.scheme == *scheme && *made.authority == *raw_authority => {
                 made.key.clone()
             }
             _ => {
-                let key: Arc<str> = make_key(raw_scheme, authority).into();
+                let key: Arc<str> = make_key(scheme.as_str(), authority).into();
                 *last = Some(Made {
-                    scheme: raw_scheme.into(),
+                    scheme: scheme.clone(),
                     authority: raw_authority.into(),
                     key: key.clone(),
                 });
@@ -67,7 +81,7 @@ fn key(scheme: &Scheme, authority: &Authority) -> Arc<str> {
 /// A key made, with the scheme and the host and port it was made from,
 /// as written.
 struct Made {
-    scheme: Box<str>,
+    scheme: Scheme,
     authority: Box<str>,
     key: Arc<str>,
 }
