@@ -165,6 +165,11 @@ impl Moments {
         Self(self.0 | other.0)
     }
 
+    /// This set but for `other`'s moments.
+    const fn without(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
+    }
+
     /// Whether `moment` is in the set.
     const fn has(self, moment: Self) -> bool {
         self.0 & moment.0 != 0
@@ -291,9 +296,10 @@ impl std::fmt::Debug for ExtraList {
 
 /// One action's extras, and whether a `tracing` subscriber hears its
 /// trail. One extra is kept as it is (an action with an observer, say,
-/// allocates only the observer's part); several, as one [`Many`].
+/// allocates only the observer's part); several, as one [`Many`], held
+/// here (its list is the only allocation besides the parts).
 pub(crate) struct Extras {
-    part: Option<Box<dyn ActionExtra>>,
+    part: Part,
     /// The moments its part acts on (none without a part): a moment no
     /// extra acts on costs one check.
     moments: Moments,
@@ -306,12 +312,19 @@ pub(crate) struct Extras {
     wants_report: bool,
 }
 
+/// An action's part: none, one extra's, or several.
+enum Part {
+    None,
+    One(Box<dyn ActionExtra>),
+    Many(Many),
+}
+
 impl Extras {
     /// None; the subscriber asked once.
     #[inline(always)]
     fn traced() -> Self {
         Self {
-            part: None,
+            part: Part::None,
             moments: Moments::NONE,
             traced: crate::trace::listening(),
             hearing: false,
@@ -320,39 +333,45 @@ impl Extras {
         }
     }
 
-    /// The parts made for one action, in order.
+    /// The parts made for one action, in order; what each asks for is read
+    /// once.
     fn of(mut made: impl Iterator<Item = Box<dyn ActionExtra>>) -> Self {
         let mut extras = Self::traced();
         let Some(first) = made.next() else {
             return extras;
         };
-        let part = match made.next() {
-            None => first,
-            Some(second) => {
-                let with_moments = |part: Box<dyn ActionExtra>| {
-                    let event = if part.listens() {
-                        Moments::EVENT
-                    } else {
-                        Moments::NONE
-                    };
-                    (part.moments().and(event), part)
-                };
-                // Room for every part that may still be made (at most one
-                // per extra asked), so that the list is allocated once.
-                let rest = made.size_hint();
-                let mut all = Vec::with_capacity(rest.1.unwrap_or(rest.0).saturating_add(2));
-                all.push(with_moments(first));
-                all.push(with_moments(second));
-                all.extend(made.map(with_moments));
-                Box::new(Many(all))
-            }
+        let Some(second) = made.next() else {
+            extras.hear(&*first);
+            extras.part = Part::One(first);
+            return extras;
         };
-        extras.moments = part.moments();
-        extras.hearing = part.listens();
-        extras.shares = part.shares();
-        extras.wants_report = part.wants_report();
-        extras.part = Some(part);
+        // Room for every part that may still be made (at most one per
+        // extra asked), so that the list is allocated once.
+        let rest = made.size_hint();
+        let mut all = Vec::with_capacity(rest.1.unwrap_or(rest.0).saturating_add(2));
+        for part in [first, second].into_iter().chain(made) {
+            let moments = extras.hear(&*part);
+            all.push((moments, part));
+        }
+        extras.part = Part::Many(Many(all));
         extras
+    }
+
+    /// Adds what `part` acts on and asks for; returns its moments (the
+    /// trail's events included).
+    fn hear(&mut self, part: &dyn ActionExtra) -> Moments {
+        let listens = part.listens();
+        let event = if listens {
+            Moments::EVENT
+        } else {
+            Moments::NONE
+        };
+        let moments = part.moments().without(Moments::EVENT).and(event);
+        self.moments = self.moments.and(moments);
+        self.hearing |= listens;
+        self.shares |= part.shares();
+        self.wants_report |= part.wants_report();
+        moments
     }
 
     /// Whether anyone hears the trail as it grows (the subscriber, or an
@@ -388,11 +407,9 @@ impl Extras {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let traced = self.traced;
-        match &mut self.part {
-            Some(part) if self.hearing => {
-                crate::trace::step(action, now, traced, |event| part.event(event), input)
-            }
-            _ => crate::trace::step(action, now, traced, |_| {}, input),
+        match self.acting(Moments::EVENT) {
+            Some(part) => crate::trace::step(action, now, traced, |event| part.event(event), input),
+            None => crate::trace::step(action, now, traced, |_| {}, input),
         }
     }
 
@@ -458,11 +475,15 @@ impl Extras {
 
     /// The part, if it acts on `moment`.
     #[inline]
-    fn acting(&mut self, moment: Moments) -> Option<&mut Box<dyn ActionExtra>> {
+    fn acting(&mut self, moment: Moments) -> Option<&mut dyn ActionExtra> {
         if !self.moments.has(moment) {
             return None;
         }
-        self.part.as_mut()
+        match &mut self.part {
+            Part::None => None,
+            Part::One(part) => Some(&mut **part),
+            Part::Many(many) => Some(many),
+        }
     }
 
     /// See [`ActionExtra::report`].
