@@ -109,8 +109,9 @@
 //! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
 //! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, and a used-up quota's short hold, bounded in time and space |
 //! | `pace.rs`, `pace/` | extra: [`Pacing`](crate::pace::Pacing), the quota a service announces respected before it is spent (one pacer per upstream; `pace/fleet.rs`: a window's allowance taken on Redis by a fleet) |
-//! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
-//! | `cancel.rs` | extra: the caller's `CancellationToken` |
+//! | `report_slot.rs` | [`ReportSlot`], the report for clients that drop response extensions |
+//! | `caller.rs` | extra: what a request carries for the layer (the caller's report slot, token and [`ActionId`](crate::observer::ActionId), one extension each or three in one [`CallerExtensions`]; a replay handle), found at once, one part of the action |
+//! | `cancel.rs` | the caller's `CancellationToken`, watched |
 //! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |
 //! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone`; extra: its replay handle |
 //! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
@@ -249,6 +250,7 @@ pub mod body_replay;
 pub mod budget;
 mod builder;
 pub mod calendar;
+mod caller;
 mod cancel;
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
@@ -278,6 +280,7 @@ mod trace;
 
 pub use attempt_info::AttemptDeadline;
 pub use builder::RetryBudgetServiceBuilderExt;
+pub use caller::CallerExtensions;
 pub use clock::instant_at;
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;

@@ -11,6 +11,7 @@
 //! The observer is called on the request's own task, inline: keep it short
 //! (count, send on a channel, print a line) and never block in it.
 
+pub use crate::caller::ActionId;
 pub use retry_budget::trail::{Event, EventKind};
 
 use std::fmt;
@@ -21,24 +22,11 @@ use http::request::Parts;
 use http::Extensions;
 use retry_budget::Report;
 
+use crate::caller;
 use crate::clock::Clock;
 use crate::extra::{ActionExtra, Extra, Moments};
 use crate::report_slot::LateReport;
 use crate::response_signal::is_grpc;
-
-/// Identifies one action (one budgeted request) for an [`Observer`].
-///
-/// A caller may insert one in the request's extensions to recognise its
-/// request; otherwise the layer assigns one from a counter shared by the
-/// layer and every service it made (0, 1, 2, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActionId(pub u64);
-
-impl fmt::Display for ActionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
-    }
-}
 
 /// Receives every step of every budgeted action, typed, with its
 /// [`ActionId`], and each action's final [`Report`]. Installed with
@@ -141,7 +129,7 @@ impl Extra for SharedObserver {
         let Some(request) = request else {
             return Some(Box::new(self.watch(None)));
         };
-        let watch = self.watch(request.extensions.get::<ActionId>().copied());
+        let watch = self.watch(caller::id(&request.extensions));
         if is_grpc(&request.headers) {
             request.extensions.insert(Observed(watch.clone()));
         }
