@@ -60,6 +60,19 @@ pub(crate) trait ActionExtra: Send + Sync {
         Moments::ALL
     }
 
+    /// What it asks for, read once, when the action starts: its
+    /// [`moments`](Self::moments), whether it [`listens`](Self::listens),
+    /// [`shares`](Self::shares) and [`wants_report`](Self::wants_report)
+    /// (one call for the four).
+    fn asks(&self) -> Asks {
+        Asks {
+            moments: self.moments(),
+            listens: self.listens(),
+            shares: self.shares(),
+            wants_report: self.wants_report(),
+        }
+    }
+
     /// Before the first attempt: what the core must be told first.
     fn before_first(&mut self, _clock: &mut Clock) -> BeforeFirst {
         BeforeFirst::default()
@@ -117,6 +130,14 @@ pub(crate) trait ActionExtra: Send + Sync {
     /// The action ended with a response carrying `report`; `extensions` are
     /// the response's.
     fn deliver(&mut self, _extensions: &mut Extensions, _report: &Report, _clock: &mut Clock) {}
+}
+
+/// What an [`ActionExtra`] asks for (see [`ActionExtra::asks`]).
+pub(crate) struct Asks {
+    moments: Moments,
+    listens: bool,
+    shares: bool,
+    wants_report: bool,
 }
 
 /// Changes `answer` in place with one of its setters (which take it by
@@ -296,10 +317,10 @@ impl std::fmt::Debug for ExtraList {
 
 /// One action's extras, and whether a `tracing` subscriber hears its
 /// trail. One extra is kept as it is (an action with an observer, say,
-/// allocates only the observer's part); several, as one [`Many`], held
-/// here (its list is the only allocation besides the parts).
+/// allocates only the observer's part); several, as one [`Many`], which
+/// holds them in one allocation.
 pub(crate) struct Extras {
-    part: Part,
+    part: Option<Box<dyn ActionExtra>>,
     /// The moments its part acts on (none without a part): a moment no
     /// extra acts on costs one check.
     moments: Moments,
@@ -312,19 +333,12 @@ pub(crate) struct Extras {
     wants_report: bool,
 }
 
-/// An action's part: none, one extra's, or several.
-enum Part {
-    None,
-    One(Box<dyn ActionExtra>),
-    Many(Many),
-}
-
 impl Extras {
     /// None; the subscriber asked once.
     #[inline(always)]
     fn traced() -> Self {
         Self {
-            part: Part::None,
+            part: None,
             moments: Moments::NONE,
             traced: crate::trace::listening(),
             hearing: false,
@@ -342,35 +356,55 @@ impl Extras {
         };
         let Some(second) = made.next() else {
             extras.hear(&*first);
-            extras.part = Part::One(first);
+            extras.part = Some(first);
             return extras;
         };
-        // Room for every part that may still be made (at most one per
-        // extra asked), so that the list is allocated once.
-        let rest = made.size_hint();
-        let mut all = Vec::with_capacity(rest.1.unwrap_or(rest.0).saturating_add(2));
-        for part in [first, second].into_iter().chain(made) {
-            let moments = extras.hear(&*part);
-            all.push((moments, part));
-        }
-        extras.part = Part::Many(Many(all));
+        // At most one part per extra still asked: room for all of them in
+        // the one allocation of a `Many` of that size.
+        let room = made.size_hint().1.unwrap_or(usize::MAX).saturating_add(2);
+        let all = [first, second].into_iter().chain(made);
+        extras.part = Some(match room {
+            ..=4 => extras.many::<4>(all),
+            5..=8 => extras.many::<8>(all),
+            _ => {
+                let listed = all.map(|part| (extras.hear(&*part), part));
+                Box::new(Many(listed.collect::<Vec<Slot>>()))
+            }
+        });
         extras
+    }
+
+    /// `parts` (at most `N`) as one [`Many`] with room for `N`.
+    fn many<const N: usize>(
+        &mut self,
+        parts: impl Iterator<Item = Box<dyn ActionExtra>>,
+    ) -> Box<dyn ActionExtra> {
+        let mut many = Box::new(Many(Room::<N> {
+            slots: std::array::from_fn(|_| idle()),
+            len: 0,
+        }));
+        let room = &mut many.0;
+        for (slot, part) in room.slots.iter_mut().zip(parts) {
+            *slot = (self.hear(&*part), part);
+            room.len = room.len.saturating_add(1);
+        }
+        many
     }
 
     /// Adds what `part` acts on and asks for; returns its moments (the
     /// trail's events included).
     fn hear(&mut self, part: &dyn ActionExtra) -> Moments {
-        let listens = part.listens();
-        let event = if listens {
+        let asks = part.asks();
+        let event = if asks.listens {
             Moments::EVENT
         } else {
             Moments::NONE
         };
-        let moments = part.moments().without(Moments::EVENT).and(event);
+        let moments = asks.moments.without(Moments::EVENT).and(event);
         self.moments = self.moments.and(moments);
-        self.hearing |= listens;
-        self.shares |= part.shares();
-        self.wants_report |= part.wants_report();
+        self.hearing |= asks.listens;
+        self.shares |= asks.shares;
+        self.wants_report |= asks.wants_report;
         moments
     }
 
@@ -475,15 +509,11 @@ impl Extras {
 
     /// The part, if it acts on `moment`.
     #[inline]
-    fn acting(&mut self, moment: Moments) -> Option<&mut dyn ActionExtra> {
+    fn acting(&mut self, moment: Moments) -> Option<&mut Box<dyn ActionExtra>> {
         if !self.moments.has(moment) {
             return None;
         }
-        match &mut self.part {
-            Part::None => None,
-            Part::One(part) => Some(&mut **part),
-            Part::Many(many) => Some(many),
-        }
+        self.part.as_mut()
     }
 
     /// See [`ActionExtra::report`].
@@ -506,14 +536,55 @@ impl Extras {
     }
 }
 
-/// Several extras of one action, each with the moments it acts on, told
-/// each of those in order.
-struct Many(Vec<(Moments, Box<dyn ActionExtra>)>);
+/// One part of an action in a [`Many`], with the moments it acts on.
+type Slot = (Moments, Box<dyn ActionExtra>);
 
-impl Many {
+/// What a [`Room`]'s slots hold until a part is put there: zero-sized (its
+/// box allocates nothing), acting on no moment, and never asked (only the
+/// parts made are).
+struct Idle;
+
+/// A slot with nothing in it yet.
+fn idle() -> Slot {
+    (Moments::NONE, Box::new(Idle))
+}
+
+impl ActionExtra for Idle {
+    fn moments(&self) -> Moments {
+        Moments::NONE
+    }
+}
+
+/// Room for `N` parts, the first `len` made (never more than `N`): only
+/// those are looked at.
+struct Room<const N: usize> {
+    slots: [Slot; N],
+    len: usize,
+}
+
+impl<const N: usize> AsRef<[Slot]> for Room<N> {
+    fn as_ref(&self) -> &[Slot] {
+        &self.slots[..self.len.min(N)]
+    }
+}
+
+impl<const N: usize> AsMut<[Slot]> for Room<N> {
+    fn as_mut(&mut self) -> &mut [Slot] {
+        let len = self.len.min(N);
+        &mut self.slots[..len]
+    }
+}
+
+/// Several extras of one action, each with the moments it acts on, told
+/// each of those in order. Its slots are an array sized for the extras
+/// asked (one allocation with the `Many`), or a list if there are many.
+struct Many<P>(P);
+
+impl<P: AsRef<[Slot]> + AsMut<[Slot]>> Many<P> {
     /// The parts that act on `moment`, in order.
     fn acting(&mut self, moment: Moments) -> impl Iterator<Item = &mut Box<dyn ActionExtra>> {
         self.0
+            .as_mut()
             .iter_mut()
             .filter(move |(moments, _)| moments.has(moment))
             .map(|(_, part)| part)
@@ -521,13 +592,17 @@ impl Many {
 
     /// Every part, in order.
     fn parts(&self) -> impl Iterator<Item = &dyn ActionExtra> {
-        self.0.iter().map(|(_, part)| &**part)
+        self.0.as_ref().iter().map(|(_, part)| &**part)
     }
 }
 
-impl ActionExtra for Many {
+impl<P> ActionExtra for Many<P>
+where
+    P: AsRef<[Slot]> + AsMut<[Slot]> + Send + Sync,
+{
     fn moments(&self) -> Moments {
         self.0
+            .as_ref()
             .iter()
             .fold(Moments::NONE, |all, (moments, _)| all.and(*moments))
     }

@@ -127,19 +127,36 @@ impl Extra for SharedObserver {
     /// other request does not, and its copies carry one extension fewer.
     fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
         let Some(request) = request else {
-            return Some(Box::new(self.watch(None)));
+            return Some(Box::new(Watching {
+                watch: self.watch(None),
+                carried: false,
+            }));
         };
         let watch = self.watch(caller::id(&request.extensions));
-        if is_grpc(&request.headers) {
+        let carried = is_grpc(&request.headers);
+        if carried {
             request.extensions.insert(Observed(watch.clone()));
         }
-        Some(Box::new(watch))
+        Some(Box::new(Watching { watch, carried }))
     }
 }
 
-impl ActionExtra for Watch {
+/// One action's [`Watch`] as its part of the action, and whether the
+/// request carries it down as [`Observed`]: only then may a layer below
+/// ask for a late report, and only then is the response looked at for
+/// that.
+struct Watching {
+    watch: Watch,
+    carried: bool,
+}
+
+impl ActionExtra for Watching {
     fn moments(&self) -> Moments {
-        Moments::REPORT.and(Moments::DELIVER)
+        if self.carried {
+            Moments::REPORT.and(Moments::DELIVER)
+        } else {
+            Moments::REPORT
+        }
     }
 
     fn listens(&self) -> bool {
@@ -147,7 +164,7 @@ impl ActionExtra for Watch {
     }
 
     fn event(&mut self, event: &Event) {
-        Self::event(self, event);
+        self.watch.event(event);
     }
 
     fn wants_report(&self) -> bool {
@@ -155,7 +172,7 @@ impl ActionExtra for Watch {
     }
 
     fn report(&mut self, report: &Report, _: &mut Clock) {
-        Self::report(self, report);
+        self.watch.report(report);
     }
 
     /// A layer below that watches the body for a late status, and has no
