@@ -28,6 +28,8 @@ use retry_budget::{Action, Answer, ClientEffects, Decision, Report};
 
 use crate::clock::Clock;
 
+mod many;
+
 /// An extra of the layer, shared by every action through it: it makes the
 /// part of each action it has something to do for.
 pub(crate) trait Extra: Send + Sync + 'static {
@@ -317,7 +319,7 @@ impl std::fmt::Debug for ExtraList {
 
 /// One action's extras, and whether a `tracing` subscriber hears its
 /// trail. One extra is kept as it is (an action with an observer, say,
-/// allocates only the observer's part); several, as one [`Many`], which
+/// allocates only the observer's part); several, as one [`Many`](many::Many), which
 /// holds them in one allocation.
 pub(crate) struct Extras {
     part: Option<Box<dyn ActionExtra>>,
@@ -363,32 +365,9 @@ impl Extras {
         // the one allocation of a `Many` of that size.
         let room = made.size_hint().1.unwrap_or(usize::MAX).saturating_add(2);
         let all = [first, second].into_iter().chain(made);
-        extras.part = Some(match room {
-            ..=4 => extras.many::<4>(all),
-            5..=8 => extras.many::<8>(all),
-            _ => {
-                let listed = all.map(|part| (extras.hear(&*part), part));
-                Box::new(Many(listed.collect::<Vec<Slot>>()))
-            }
-        });
+        let many = many::of(room, all, |part| extras.hear(part));
+        extras.part = Some(many);
         extras
-    }
-
-    /// `parts` (at most `N`) as one [`Many`] with room for `N`.
-    fn many<const N: usize>(
-        &mut self,
-        parts: impl Iterator<Item = Box<dyn ActionExtra>>,
-    ) -> Box<dyn ActionExtra> {
-        let mut many = Box::new(Many(Room::<N> {
-            slots: std::array::from_fn(|_| idle()),
-            len: 0,
-        }));
-        let room = &mut many.0;
-        for (slot, part) in room.slots.iter_mut().zip(parts) {
-            *slot = (self.hear(&*part), part);
-            room.len = room.len.saturating_add(1);
-        }
-        many
     }
 
     /// Adds what `part` acts on and asks for; returns its moments (the
@@ -531,178 +510,6 @@ impl Extras {
         clock: &mut Clock,
     ) {
         if let Some(part) = self.acting(Moments::DELIVER) {
-            part.deliver(extensions, report, clock);
-        }
-    }
-}
-
-/// One part of an action in a [`Many`], with the moments it acts on.
-type Slot = (Moments, Box<dyn ActionExtra>);
-
-/// What a [`Room`]'s slots hold until a part is put there: zero-sized (its
-/// box allocates nothing), acting on no moment, and never asked (only the
-/// parts made are).
-struct Idle;
-
-/// A slot with nothing in it yet.
-fn idle() -> Slot {
-    (Moments::NONE, Box::new(Idle))
-}
-
-impl ActionExtra for Idle {
-    fn moments(&self) -> Moments {
-        Moments::NONE
-    }
-}
-
-/// Room for `N` parts, the first `len` made (never more than `N`): only
-/// those are looked at.
-struct Room<const N: usize> {
-    slots: [Slot; N],
-    len: usize,
-}
-
-impl<const N: usize> AsRef<[Slot]> for Room<N> {
-    fn as_ref(&self) -> &[Slot] {
-        &self.slots[..self.len.min(N)]
-    }
-}
-
-impl<const N: usize> AsMut<[Slot]> for Room<N> {
-    fn as_mut(&mut self) -> &mut [Slot] {
-        let len = self.len.min(N);
-        &mut self.slots[..len]
-    }
-}
-
-/// Several extras of one action, each with the moments it acts on, told
-/// each of those in order. Its slots are an array sized for the extras
-/// asked (one allocation with the `Many`), or a list if there are many.
-struct Many<P>(P);
-
-impl<P: AsRef<[Slot]> + AsMut<[Slot]>> Many<P> {
-    /// The parts that act on `moment`, in order.
-    fn acting(&mut self, moment: Moments) -> impl Iterator<Item = &mut Box<dyn ActionExtra>> {
-        self.0
-            .as_mut()
-            .iter_mut()
-            .filter(move |(moments, _)| moments.has(moment))
-            .map(|(_, part)| part)
-    }
-
-    /// Every part, in order.
-    fn parts(&self) -> impl Iterator<Item = &dyn ActionExtra> {
-        self.0.as_ref().iter().map(|(_, part)| &**part)
-    }
-}
-
-impl<P> ActionExtra for Many<P>
-where
-    P: AsRef<[Slot]> + AsMut<[Slot]> + Send + Sync,
-{
-    fn moments(&self) -> Moments {
-        self.0
-            .as_ref()
-            .iter()
-            .fold(Moments::NONE, |all, (moments, _)| all.and(*moments))
-    }
-
-    /// Any store down; the latest hold; the latest pace.
-    fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        let mut before = BeforeFirst::default();
-        for part in self.acting(Moments::BEFORE_FIRST) {
-            let said = part.before_first(clock);
-            before.store_down |= said.store_down;
-            before.held_until = before.held_until.max(said.held_until);
-            before.asks |= said.asks;
-            before.quota_held = before.quota_held.max(said.quota_held);
-            if let Some((until, reason)) = said.paced {
-                if before.paced.as_ref().is_none_or(|(held, _)| until > *held) {
-                    before.paced = Some((until, reason));
-                }
-            }
-        }
-        before
-    }
-
-    /// Every part asked (each registers its waker); the latest pace.
-    fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
-        let mut pending = false;
-        let mut paced: Paced = None;
-        // A part asks only if its `before_first` said so.
-        for part in self.acting(Moments::BEFORE_FIRST) {
-            match part.poll_first(cx, clock) {
-                Poll::Pending => pending = true,
-                Poll::Ready(Some((until, reason))) => {
-                    if paced.as_ref().is_none_or(|(held, _)| until > *held) {
-                        paced = Some((until, reason));
-                    }
-                }
-                Poll::Ready(None) => {}
-            }
-        }
-        match paced {
-            Some(paced) => Poll::Ready(Some(paced)),
-            None if pending => Poll::Pending,
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn listens(&self) -> bool {
-        self.parts().any(|part| part.listens())
-    }
-
-    fn event(&mut self, event: &Event) {
-        for part in self.acting(Moments::EVENT) {
-            part.event(event);
-        }
-    }
-
-    fn shares(&self) -> bool {
-        self.parts().any(|part| part.shares())
-    }
-
-    fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        for part in self.acting(Moments::EFFECTS) {
-            part.effects(effects, clock);
-        }
-    }
-
-    fn attempt(&mut self, extensions: &mut Extensions, action: &Action) {
-        for part in self.acting(Moments::ATTEMPT) {
-            part.attempt(extensions, action);
-        }
-    }
-
-    fn head(&mut self, headers: &HeaderMap, calendar: &mut dyn FnMut() -> Option<SystemTime>) {
-        for part in self.acting(Moments::HEAD) {
-            part.head(headers, calendar);
-        }
-    }
-
-    fn answer(&mut self, answer: &mut Answer<'_>) {
-        for part in self.acting(Moments::ANSWER) {
-            part.answer(answer);
-        }
-    }
-
-    fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.acting(Moments::CANCELLED)
-            .any(|part| part.cancelled(cx))
-    }
-
-    fn wants_report(&self) -> bool {
-        self.parts().any(|part| part.wants_report())
-    }
-
-    fn report(&mut self, report: &Report, clock: &mut Clock) {
-        for part in self.acting(Moments::REPORT) {
-            part.report(report, clock);
-        }
-    }
-
-    fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
-        for part in self.acting(Moments::DELIVER) {
             part.deliver(extensions, report, clock);
         }
     }
