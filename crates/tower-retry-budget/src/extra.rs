@@ -28,6 +28,8 @@ use retry_budget::{Action, Answer, ClientEffects, Decision, Report};
 
 use crate::clock::Clock;
 
+mod many;
+
 /// An extra of the layer, shared by every action through it: it makes the
 /// part of each action it has something to do for.
 pub(crate) trait Extra: Send + Sync + 'static {
@@ -58,6 +60,19 @@ pub(crate) trait ActionExtra: Send + Sync {
     /// unless it names fewer). Read once, when the action starts.
     fn moments(&self) -> Moments {
         Moments::ALL
+    }
+
+    /// What it asks for, read once, when the action starts: its
+    /// [`moments`](Self::moments), whether it [`listens`](Self::listens),
+    /// [`shares`](Self::shares) and [`wants_report`](Self::wants_report)
+    /// (one call for the four).
+    fn asks(&self) -> Asks {
+        Asks {
+            moments: self.moments(),
+            listens: self.listens(),
+            shares: self.shares(),
+            wants_report: self.wants_report(),
+        }
     }
 
     /// Before the first attempt: what the core must be told first.
@@ -119,6 +134,14 @@ pub(crate) trait ActionExtra: Send + Sync {
     fn deliver(&mut self, _extensions: &mut Extensions, _report: &Report, _clock: &mut Clock) {}
 }
 
+/// What an [`ActionExtra`] asks for (see [`ActionExtra::asks`]).
+pub(crate) struct Asks {
+    moments: Moments,
+    listens: bool,
+    shares: bool,
+    wants_report: bool,
+}
+
 /// Changes `answer` in place with one of its setters (which take it by
 /// value): a stand-in holds its place meanwhile. For an extra's
 /// [`answer`](ActionExtra::answer), when it has something to add.
@@ -163,6 +186,11 @@ impl Moments {
     /// Both sets.
     pub(crate) const fn and(self, other: Self) -> Self {
         Self(self.0 | other.0)
+    }
+
+    /// This set but for `other`'s moments.
+    const fn without(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
     }
 
     /// Whether `moment` is in the set.
@@ -291,7 +319,8 @@ impl std::fmt::Debug for ExtraList {
 
 /// One action's extras, and whether a `tracing` subscriber hears its
 /// trail. One extra is kept as it is (an action with an observer, say,
-/// allocates only the observer's part); several, as one [`Many`].
+/// allocates only the observer's part); several, as one [`Many`](many::Many), which
+/// holds them in one allocation.
 pub(crate) struct Extras {
     part: Option<Box<dyn ActionExtra>>,
     /// The moments its part acts on (none without a part): a moment no
@@ -320,39 +349,42 @@ impl Extras {
         }
     }
 
-    /// The parts made for one action, in order.
+    /// The parts made for one action, in order; what each asks for is read
+    /// once.
     fn of(mut made: impl Iterator<Item = Box<dyn ActionExtra>>) -> Self {
         let mut extras = Self::traced();
         let Some(first) = made.next() else {
             return extras;
         };
-        let part = match made.next() {
-            None => first,
-            Some(second) => {
-                let with_moments = |part: Box<dyn ActionExtra>| {
-                    let event = if part.listens() {
-                        Moments::EVENT
-                    } else {
-                        Moments::NONE
-                    };
-                    (part.moments().and(event), part)
-                };
-                // Room for every part that may still be made (at most one
-                // per extra asked), so that the list is allocated once.
-                let rest = made.size_hint();
-                let mut all = Vec::with_capacity(rest.1.unwrap_or(rest.0).saturating_add(2));
-                all.push(with_moments(first));
-                all.push(with_moments(second));
-                all.extend(made.map(with_moments));
-                Box::new(Many(all))
-            }
+        let Some(second) = made.next() else {
+            extras.hear(&*first);
+            extras.part = Some(first);
+            return extras;
         };
-        extras.moments = part.moments();
-        extras.hearing = part.listens();
-        extras.shares = part.shares();
-        extras.wants_report = part.wants_report();
-        extras.part = Some(part);
+        // At most one part per extra still asked: room for all of them in
+        // the one allocation of a `Many` of that size.
+        let room = made.size_hint().1.unwrap_or(usize::MAX).saturating_add(2);
+        let all = [first, second].into_iter().chain(made);
+        let many = many::of(room, all, |part| extras.hear(part));
+        extras.part = Some(many);
         extras
+    }
+
+    /// Adds what `part` acts on and asks for; returns its moments (the
+    /// trail's events included).
+    fn hear(&mut self, part: &dyn ActionExtra) -> Moments {
+        let asks = part.asks();
+        let event = if asks.listens {
+            Moments::EVENT
+        } else {
+            Moments::NONE
+        };
+        let moments = asks.moments.without(Moments::EVENT).and(event);
+        self.moments = self.moments.and(moments);
+        self.hearing |= asks.listens;
+        self.shares |= asks.shares;
+        self.wants_report |= asks.wants_report;
+        moments
     }
 
     /// Whether anyone hears the trail as it grows (the subscriber, or an
@@ -388,11 +420,9 @@ impl Extras {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let traced = self.traced;
-        match &mut self.part {
-            Some(part) if self.hearing => {
-                crate::trace::step(action, now, traced, |event| part.event(event), input)
-            }
-            _ => crate::trace::step(action, now, traced, |_| {}, input),
+        match self.acting(Moments::EVENT) {
+            Some(part) => crate::trace::step(action, now, traced, |event| part.event(event), input),
+            None => crate::trace::step(action, now, traced, |_| {}, input),
         }
     }
 
@@ -485,133 +515,6 @@ impl Extras {
         clock: &mut Clock,
     ) {
         if let Some(part) = self.acting(Moments::DELIVER) {
-            part.deliver(extensions, report, clock);
-        }
-    }
-}
-
-/// Several extras of one action, each with the moments it acts on, told
-/// each of those in order.
-struct Many(Vec<(Moments, Box<dyn ActionExtra>)>);
-
-impl Many {
-    /// The parts that act on `moment`, in order.
-    fn acting(&mut self, moment: Moments) -> impl Iterator<Item = &mut Box<dyn ActionExtra>> {
-        self.0
-            .iter_mut()
-            .filter(move |(moments, _)| moments.has(moment))
-            .map(|(_, part)| part)
-    }
-
-    /// Every part, in order.
-    fn parts(&self) -> impl Iterator<Item = &dyn ActionExtra> {
-        self.0.iter().map(|(_, part)| &**part)
-    }
-}
-
-impl ActionExtra for Many {
-    fn moments(&self) -> Moments {
-        self.0
-            .iter()
-            .fold(Moments::NONE, |all, (moments, _)| all.and(*moments))
-    }
-
-    /// Any store down; the latest hold; the latest pace.
-    fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        let mut before = BeforeFirst::default();
-        for part in self.acting(Moments::BEFORE_FIRST) {
-            let said = part.before_first(clock);
-            before.store_down |= said.store_down;
-            before.held_until = before.held_until.max(said.held_until);
-            before.asks |= said.asks;
-            before.quota_held = before.quota_held.max(said.quota_held);
-            if let Some((until, reason)) = said.paced {
-                if before.paced.as_ref().is_none_or(|(held, _)| until > *held) {
-                    before.paced = Some((until, reason));
-                }
-            }
-        }
-        before
-    }
-
-    /// Every part asked (each registers its waker); the latest pace.
-    fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
-        let mut pending = false;
-        let mut paced: Paced = None;
-        // A part asks only if its `before_first` said so.
-        for part in self.acting(Moments::BEFORE_FIRST) {
-            match part.poll_first(cx, clock) {
-                Poll::Pending => pending = true,
-                Poll::Ready(Some((until, reason))) => {
-                    if paced.as_ref().is_none_or(|(held, _)| until > *held) {
-                        paced = Some((until, reason));
-                    }
-                }
-                Poll::Ready(None) => {}
-            }
-        }
-        match paced {
-            Some(paced) => Poll::Ready(Some(paced)),
-            None if pending => Poll::Pending,
-            None => Poll::Ready(None),
-        }
-    }
-
-    fn listens(&self) -> bool {
-        self.parts().any(|part| part.listens())
-    }
-
-    fn event(&mut self, event: &Event) {
-        for part in self.acting(Moments::EVENT) {
-            part.event(event);
-        }
-    }
-
-    fn shares(&self) -> bool {
-        self.parts().any(|part| part.shares())
-    }
-
-    fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        for part in self.acting(Moments::EFFECTS) {
-            part.effects(effects, clock);
-        }
-    }
-
-    fn attempt(&mut self, extensions: &mut Extensions, action: &Action, clock: &mut Clock) {
-        for part in self.acting(Moments::ATTEMPT) {
-            part.attempt(extensions, action, clock);
-        }
-    }
-
-    fn head(&mut self, headers: &HeaderMap, calendar: &mut dyn FnMut() -> Option<SystemTime>) {
-        for part in self.acting(Moments::HEAD) {
-            part.head(headers, calendar);
-        }
-    }
-
-    fn answer(&mut self, answer: &mut Answer<'_>) {
-        for part in self.acting(Moments::ANSWER) {
-            part.answer(answer);
-        }
-    }
-
-    fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.acting(Moments::CANCELLED)
-            .any(|part| part.cancelled(cx))
-    }
-
-    fn wants_report(&self) -> bool {
-        self.parts().any(|part| part.wants_report())
-    }
-
-    fn report(&mut self, report: &Report, clock: &mut Clock) {
-        for part in self.acting(Moments::REPORT) {
-            part.report(report, clock);
-        }
-    }
-
-    fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
-        for part in self.acting(Moments::DELIVER) {
             part.deliver(extensions, report, clock);
         }
     }

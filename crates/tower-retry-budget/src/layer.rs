@@ -11,15 +11,13 @@ use tower::retry::budget::Budget;
 use tower::Layer;
 
 use crate::attempt_info::AttemptDeadlines;
-use crate::body_replay::ReplayExtra;
 use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
-use crate::cancel::Cancellation;
+use crate::caller::Carried;
 use crate::extra::ExtraList;
 use crate::hold_off::HoldOff;
 use crate::observer::{Observer, SharedObserver};
 use crate::pace::Pacing;
-use crate::report_slot::SlotExtra;
 use crate::response_signal::{HttpSignal, RetrySignal, Signal};
 use crate::RetryBudget;
 
@@ -119,11 +117,7 @@ impl Config {
             budget: None,
             seeds: None,
             report_mode: ReportMode::default(),
-            extras: ExtraList::by_request(vec![
-                Arc::new(Cancellation),
-                Arc::new(SlotExtra),
-                Arc::new(ReplayExtra),
-            ]),
+            extras: ExtraList::by_request(vec![Arc::new(Carried)]),
         }
     }
 

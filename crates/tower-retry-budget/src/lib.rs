@@ -99,6 +99,7 @@
 //! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done) and its one timer |
 //! | `ctx.rs` | one action's runtime: the only way to the core, the one place a response is told to it and the one place an action ends |
 //! | `extra.rs` | the one interface between an action and the extras (`Extra`, built once by the layer; its part of each action, called at fixed moments) |
+//! | `extra/many.rs` | several extras' parts of one action as one part, in one allocation |
 //! | `request.rs` | safe methods, [`Idempotent`], [`BudgetThis`], request copies |
 //! | `held.rs` | the 429 held during a wait, its header table made to fit |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |
@@ -109,8 +110,9 @@
 //! | `observer.rs` | extra: [`Observer`](crate::observer::Observer), the typed trail of every action, with its [`ActionId`](crate::observer::ActionId) |
 //! | `hold_off/` | extra: [`HoldOff`](crate::hold_off::HoldOff), a `Retry-After` honoured by the whole client, and a used-up quota's short hold, bounded in time and space |
 //! | `pace.rs`, `pace/` | extra: [`Pacing`](crate::pace::Pacing), the quota a service announces respected before it is spent (one pacer per upstream; `pace/fleet.rs`: a window's allowance taken on Redis by a fleet) |
-//! | `report_slot.rs` | extra: [`ReportSlot`], the report for clients that drop response extensions |
-//! | `cancel.rs` | extra: the caller's `CancellationToken` |
+//! | `report_slot.rs` | [`ReportSlot`], the report for clients that drop response extensions |
+//! | `caller.rs` | extra: what a request carries for the layer (the caller's report slot, token and [`ActionId`](crate::observer::ActionId), one extension each or three in one [`CallerExtensions`]; a replay handle), found at once, one part of the action |
+//! | `cancel.rs` | the caller's `CancellationToken`, watched |
 //! | `attempt_info.rs` | extra: [`AttemptDeadline`] on every attempt, when asked |
 //! | `body_replay/` | [`ReplayBodyLayer`](crate::body_replay::ReplayBodyLayer): request bodies that are not `Clone`; extra: its replay handle |
 //! | `budget.rs` | [`ClientBudget`](crate::budget::ClientBudget): retries bounded to a ratio of first attempts, client-wide |
@@ -249,6 +251,7 @@ pub mod body_replay;
 pub mod budget;
 mod builder;
 pub mod calendar;
+mod caller;
 mod cancel;
 #[cfg(feature = "tower-http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower-http")))]
@@ -278,6 +281,7 @@ mod trace;
 
 pub use attempt_info::AttemptDeadline;
 pub use builder::RetryBudgetServiceBuilderExt;
+pub use caller::CallerExtensions;
 pub use clock::instant_at;
 pub use error::{Error, ErrorKind};
 pub use future::ResponseFuture;

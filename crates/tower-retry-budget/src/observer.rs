@@ -11,6 +11,7 @@
 //! The observer is called on the request's own task, inline: keep it short
 //! (count, send on a channel, print a line) and never block in it.
 
+pub use crate::caller::ActionId;
 pub use retry_budget::trail::{Event, EventKind};
 
 use std::fmt;
@@ -21,24 +22,11 @@ use http::request::Parts;
 use http::Extensions;
 use retry_budget::Report;
 
+use crate::caller;
 use crate::clock::Clock;
 use crate::extra::{ActionExtra, Extra, Moments};
 use crate::report_slot::LateReport;
 use crate::response_signal::is_grpc;
-
-/// Identifies one action (one budgeted request) for an [`Observer`].
-///
-/// A caller may insert one in the request's extensions to recognise its
-/// request; otherwise the layer assigns one from a counter shared by the
-/// layer and every service it made (0, 1, 2, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ActionId(pub u64);
-
-impl fmt::Display for ActionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#{}", self.0)
-    }
-}
 
 /// Receives every step of every budgeted action, typed, with its
 /// [`ActionId`], and each action's final [`Report`]. Installed with
@@ -139,19 +127,36 @@ impl Extra for SharedObserver {
     /// other request does not, and its copies carry one extension fewer.
     fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
         let Some(request) = request else {
-            return Some(Box::new(self.watch(None)));
+            return Some(Box::new(Watching {
+                watch: self.watch(None),
+                carried: false,
+            }));
         };
-        let watch = self.watch(request.extensions.get::<ActionId>().copied());
-        if is_grpc(&request.headers) {
+        let watch = self.watch(caller::id(&request.extensions));
+        let carried = is_grpc(&request.headers);
+        if carried {
             request.extensions.insert(Observed(watch.clone()));
         }
-        Some(Box::new(watch))
+        Some(Box::new(Watching { watch, carried }))
     }
 }
 
-impl ActionExtra for Watch {
+/// One action's [`Watch`] as its part of the action, and whether the
+/// request carries it down as [`Observed`]: only then may a layer below
+/// ask for a late report, and only then is the response looked at for
+/// that.
+struct Watching {
+    watch: Watch,
+    carried: bool,
+}
+
+impl ActionExtra for Watching {
     fn moments(&self) -> Moments {
-        Moments::REPORT.and(Moments::DELIVER)
+        if self.carried {
+            Moments::REPORT.and(Moments::DELIVER)
+        } else {
+            Moments::REPORT
+        }
     }
 
     fn listens(&self) -> bool {
@@ -159,7 +164,7 @@ impl ActionExtra for Watch {
     }
 
     fn event(&mut self, event: &Event) {
-        Self::event(self, event);
+        self.watch.event(event);
     }
 
     fn wants_report(&self) -> bool {
@@ -167,7 +172,7 @@ impl ActionExtra for Watch {
     }
 
     fn report(&mut self, report: &Report, _: &mut Clock) {
-        Self::report(self, report);
+        self.watch.report(report);
     }
 
     /// A layer below that watches the body for a late status, and has no

@@ -4,14 +4,11 @@
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use http::Extensions;
 use retry_budget::Report;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-#[cfg(test)]
-use crate::extra::Extra;
-use crate::extra::{ActionExtra, Moments, RequestExtra};
+use crate::extra::{ActionExtra, Moments};
 
 /// A place for the [`Report`] of one request, shared between the caller and
 /// the layer.
@@ -112,16 +109,8 @@ impl fmt::Debug for ReportSlot {
 #[derive(Debug, Clone)]
 pub(crate) struct LateReport(pub(crate) ReportSlot);
 
-/// The retry layer's extra that fills the [`ReportSlot`] a request carries.
-pub(crate) struct SlotExtra;
-
-impl RequestExtra for SlotExtra {
-    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
-        let slot = extensions.get::<ReportSlot>()?.clone();
-        Some(Box::new(slot))
-    }
-}
-
+/// The retry layer's part that fills the [`ReportSlot`] a request carries
+/// (found with what else it carries, in `caller.rs`).
 impl ActionExtra for ReportSlot {
     fn moments(&self) -> Moments {
         Moments::REPORT
@@ -133,34 +122,5 @@ impl ActionExtra for ReportSlot {
 
     fn report(&mut self, report: &Report, clock: &mut Clock) {
         self.fill(report.clone(), Some(clock.origin()));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use retry_budget::{Action, Policy};
-
-    use super::*;
-
-    #[tokio::test(start_paused = true)]
-    async fn the_slot_a_request_carries_gets_the_report() {
-        let (mut plain, ()) = http::Request::new(()).into_parts();
-        assert!(SlotExtra.start(Some(&mut plain)).is_none());
-
-        let slot = ReportSlot::new();
-        let (mut parts, ()) = http::Request::new(()).into_parts();
-        parts.extensions.insert(slot.clone());
-        let mut part = SlotExtra.start(Some(&mut parts)).unwrap();
-        assert!(part.wants_report());
-
-        let mut action = Action::new(Arc::new(Policy::default()));
-        action.caller_left(std::time::Duration::ZERO);
-        let report = action.take_report().expect("stopped");
-        let mut clock = Clock::start();
-        part.report(&report, &mut clock);
-        assert_eq!(slot.get().map(|r| r.outcome), Some(report.outcome));
-        assert_eq!(slot.origin(), Some(clock.origin()));
     }
 }

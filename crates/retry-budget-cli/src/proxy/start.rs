@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use retry_budget::Policy;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tower_retry_budget::{observer::ActionId, Idempotent, ReportSlot};
+use tower_retry_budget::{observer::ActionId, CallerExtensions, Idempotent, ReportSlot};
 use tracing::Span;
 
 use super::args::LogFormat;
@@ -77,11 +77,15 @@ pub fn start(
         })
     };
     let extensions = &mut parts.extensions;
-    // The three the layer reads, then the rare ones: a fourth entry grows
-    // the map that the first allocated (room for three).
-    extensions.insert(slot.clone());
-    extensions.insert(cancel);
-    extensions.insert(ActionId(id));
+    // The three the layer reads in one entry (each attempt's copy clones
+    // one entry for them), then the rare ones: the map the first insert
+    // allocates has room for three, so that with the replay layer's
+    // handle and each attempt's deadline a plain request never grows it.
+    extensions.insert(CallerExtensions {
+        slot: Some(slot.clone()),
+        cancel: Some(cancel),
+        id: Some(ActionId(id)),
+    });
     if let Some(offset) = class.offset() {
         extensions.insert(offset);
     }

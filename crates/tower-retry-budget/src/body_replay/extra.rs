@@ -1,22 +1,12 @@
-//! The retry layer's extra that reads a request's [`ReplayHandle`]: a body
-//! that went over its replay limit cannot be sent again in full, and the
-//! core decides what that means for each response.
+//! The retry layer's part that reads a request's [`ReplayHandle`] (found
+//! with what else the request carries, in `caller.rs`): a body that went
+//! over its replay limit cannot be sent again in full, and the core
+//! decides what that means for each response.
 
-use http::Extensions;
 use retry_budget::Answer;
 
 use super::ReplayHandle;
-use crate::extra::{amend, ActionExtra, Moments, RequestExtra};
-
-/// Looks for a [`ReplayHandle`] in each request.
-pub(crate) struct ReplayExtra;
-
-impl RequestExtra for ReplayExtra {
-    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
-        let handle = extensions.get::<ReplayHandle>()?.clone();
-        Some(Box::new(handle))
-    }
-}
+use crate::extra::{amend, ActionExtra, Moments};
 
 impl ActionExtra for ReplayHandle {
     fn moments(&self) -> Moments {

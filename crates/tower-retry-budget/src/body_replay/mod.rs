@@ -6,6 +6,5 @@ mod layer;
 mod service;
 
 pub use body::{ReplayBody, ReplayError, ReplayHandle, DEFAULT_REPLAY_LIMIT};
-pub(crate) use extra::ReplayExtra;
 pub use layer::ReplayBodyLayer;
 pub use service::ReplayBodyService;

@@ -5,6 +5,7 @@
 
 use http::{Extensions, HeaderMap, StatusCode};
 
+use crate::caller;
 use crate::observer::{self, Observed};
 use crate::report_slot::{LateReport, ReportSlot};
 use crate::response_signal::{GrpcSignal, RetrySignal};
@@ -21,7 +22,7 @@ impl Listeners {
     /// The listeners an attempt request carries.
     pub(super) fn of(extensions: &Extensions) -> Self {
         Self {
-            slot: extensions.get::<ReportSlot>().cloned(),
+            slot: caller::slot(extensions).cloned(),
             observer: extensions.get::<Observed>().cloned(),
         }
     }
