@@ -4,6 +4,8 @@
 //! that ended without a response, a broken caller body, an invalid
 //! upstream status).
 
+use std::sync::LazyLock;
+
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderName, HeaderValue, Response, StatusCode};
@@ -46,27 +48,59 @@ pub fn local(status: StatusCode, text: &str) -> Response<ProxyBody> {
 
 /// Adds `retry-budget-attempts` and `retry-budget-outcome`.
 pub fn tell<B>(response: &mut Response<B>, outcome: Outcome, attempts: u32) {
-    tell_str(response, outcome.as_str(), attempts);
+    tell_value(response, outcome_value(outcome), attempts);
 }
 
 /// [`tell`] with the proxy's own outcome name.
 pub fn tell_str<B>(response: &mut Response<B>, outcome: &'static str, attempts: u32) {
+    tell_value(response, HeaderValue::from_static(outcome), attempts);
+}
+
+fn tell_value<B>(response: &mut Response<B>, outcome: HeaderValue, attempts: u32) {
     let headers = response.headers_mut();
     headers.insert(ATTEMPTS, count(attempts));
-    headers.insert(OUTCOME, HeaderValue::from_static(outcome));
+    headers.insert(OUTCOME, outcome);
 }
+
+/// The `retry-budget-outcome` value of each of the core's outcomes, in the
+/// order of [`Outcome::ALL`], made once: a value made from a name at run
+/// time checks each of its bytes.
+static OUTCOME_VALUES: LazyLock<[HeaderValue; Outcome::ALL.len()]> =
+    LazyLock::new(|| Outcome::ALL.map(|outcome| HeaderValue::from_static(outcome.as_str())));
+
+/// `outcome`'s name as a header value.
+fn outcome_value(outcome: Outcome) -> HeaderValue {
+    Outcome::ALL
+        .iter()
+        .position(|known| *known == outcome)
+        .and_then(|index| OUTCOME_VALUES.get(index))
+        .map_or_else(
+            || HeaderValue::from_static(outcome.as_str()),
+            HeaderValue::clone,
+        )
+}
+
+/// The header values of the counts an action has, checked once.
+static DIGITS: [HeaderValue; 10] = [
+    HeaderValue::from_static("0"),
+    HeaderValue::from_static("1"),
+    HeaderValue::from_static("2"),
+    HeaderValue::from_static("3"),
+    HeaderValue::from_static("4"),
+    HeaderValue::from_static("5"),
+    HeaderValue::from_static("6"),
+    HeaderValue::from_static("7"),
+    HeaderValue::from_static("8"),
+    HeaderValue::from_static("9"),
+];
 
 /// A count as a header value: a static one for the counts an action has
 /// (no allocation per response), written out above nine.
 pub fn count(n: u32) -> HeaderValue {
-    const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
     usize::try_from(n)
         .ok()
         .and_then(|i| DIGITS.get(i))
-        .map_or_else(
-            || HeaderValue::from(n),
-            |digit| HeaderValue::from_static(digit),
-        )
+        .map_or_else(|| HeaderValue::from(n), HeaderValue::clone)
 }
 
 /// A text response with the proxy's own `outcome`, after `report`'s
@@ -153,6 +187,16 @@ mod tests {
     fn a_count_reads_as_its_digits_static_or_written_out() {
         for n in [0, 1, 3, 9, 10, 42, 1000, u32::MAX] {
             assert_eq!(count(n), HeaderValue::from(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn each_outcome_is_told_by_its_name() {
+        for outcome in Outcome::ALL {
+            let mut response = Response::new(());
+            tell(&mut response, outcome, 2);
+            assert_eq!(response.headers()[OUTCOME], outcome.as_str(), "{outcome:?}");
+            assert_eq!(response.headers()[ATTEMPTS], "2");
         }
     }
 }
