@@ -86,7 +86,15 @@ pub struct CallerExtensions {
 /// The caller's report slot in `extensions`: in its [`CallerExtensions`],
 /// else on its own.
 pub(crate) fn slot(extensions: &Extensions) -> Option<&ReportSlot> {
-    let given = extensions.get::<CallerExtensions>();
+    slot_in(extensions.get::<CallerExtensions>(), extensions)
+}
+
+/// [`slot`], with the [`CallerExtensions`] of `extensions` (if any)
+/// already looked up.
+fn slot_in<'a>(
+    given: Option<&'a CallerExtensions>,
+    extensions: &'a Extensions,
+) -> Option<&'a ReportSlot> {
     given
         .and_then(|given| given.slot.as_ref())
         .or_else(|| extensions.get::<ReportSlot>())
@@ -108,9 +116,7 @@ pub(crate) struct Carried;
 impl RequestExtra for Carried {
     fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
         let given = extensions.get::<CallerExtensions>();
-        let slot = given
-            .and_then(|given| given.slot.as_ref())
-            .or_else(|| extensions.get::<ReportSlot>());
+        let slot = slot_in(given, extensions);
         let token = given
             .and_then(|given| given.cancel.as_ref())
             .or_else(|| extensions.get::<CancellationToken>());

@@ -403,17 +403,16 @@ impl ActionExtra for Paced {
     /// its pacer holds a window to share.
     #[cfg(feature = "redis")]
     fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<crate::extra::Paced> {
-        if self.pacing.inner.fleet.is_none() {
+        // A handle of its own, so that the pacer can be asked meanwhile.
+        let pacing = self.pacing.clone();
+        let Some(allowance) = pacing.inner.fleet.as_ref() else {
             return Poll::Ready(None);
-        }
+        };
         if let fleet::Asking::Idle = self.asking {
-            let now = self.pacing.now();
+            let now = pacing.now();
             let windows = self
                 .with_pacer(|pacer| pacer.fleet_windows(now))
                 .unwrap_or_default();
-            let Some(allowance) = self.pacing.inner.fleet.as_ref() else {
-                return Poll::Ready(None);
-            };
             if windows.is_empty() {
                 return Poll::Ready(None);
             }
