@@ -3,13 +3,16 @@
 use std::task::{Context, Poll};
 
 use http::Request;
+use http_body::Body;
 use tower::Service;
 
 use super::ReplayBody;
 use crate::request::may_retry;
 
 /// Wraps each request body in a [`ReplayBody`] and puts its
-/// [`ReplayHandle`](super::ReplayHandle) handle in the request extensions.
+/// [`ReplayHandle`](super::ReplayHandle) handle in the request extensions,
+/// unless the body has already ended (a GET's: a copy of it is always
+/// whole, so there is nothing for the handle to tell).
 ///
 /// Requests that can never be retried (unsafe methods not marked
 /// [`Idempotent`](crate::Idempotent)) are wrapped with a limit of zero, so
@@ -30,7 +33,7 @@ impl<S> ReplayBodyService<S> {
 impl<S, B> Service<Request<B>> for ReplayBodyService<S>
 where
     S: Service<Request<ReplayBody<B>>>,
-    B: Send + 'static,
+    B: Body + Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -42,9 +45,12 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let limit = if may_retry(&request) { self.limit } else { 0 };
+        let ended = request.body().is_end_stream();
         let mut request = request.map(|body| ReplayBody::new(body, limit));
-        let handle = request.body().handle();
-        request.extensions_mut().insert(handle);
+        if !ended {
+            let handle = request.body().handle();
+            request.extensions_mut().insert(handle);
+        }
         self.inner.call(request)
     }
 }
