@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use retry_budget::{Outcome, Policy, Report};
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 use tower_retry_budget::{
-    body_replay::{ReplayBody, ReplayBodyLayer},
+    body_replay::{ReplayBody, ReplayBodyLayer, ReplayHandle},
     Idempotent, RetryBudgetLayer,
 };
 
@@ -261,4 +261,38 @@ fn the_original_read_after_its_copies_replays_everything() {
         assert_eq!(body.trailers(), first.trailers(), "{name}");
         assert_eq!(&body.to_bytes()[..], b"abcd", "{name}");
     }
+}
+
+/// A body that has already ended (a GET's) keeps nothing and puts no handle
+/// in the request: every attempt, the retry included, gets an ended body,
+/// and the action is retried as any other.
+#[tokio::test(start_paused = true)]
+async fn an_ended_body_is_retried_with_no_handle_and_every_copy_ends_at_once() {
+    type Ended = http_body_util::Empty<Bytes>;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream = service_fn({
+        let seen = seen.clone();
+        move |req: Request<ReplayBody<Ended>>| {
+            let seen = seen.clone();
+            async move {
+                let handle = req.extensions().get::<ReplayHandle>().is_some();
+                let ended = req.body().is_end_stream() && req.body().size_hint().exact() == Some(0);
+                let bytes = req.into_body().collect().await.unwrap().to_bytes();
+                let mut seen = seen.lock().unwrap();
+                seen.push((handle, ended, bytes.len()));
+                let status = if seen.len() == 1 { 429 } else { 200 };
+                let res = Response::builder().status(status).header("retry-after", "1");
+                Ok::<_, Infallible>(res.body(()).unwrap())
+            }
+        }
+    });
+    let client = ServiceBuilder::new()
+        .layer(ReplayBodyLayer::new())
+        .layer(RetryBudgetLayer::new(Policy::default()))
+        .service(upstream);
+    let request = Request::get("http://upstream.test/").body(Ended::new());
+    let response = client.oneshot(request.unwrap()).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(report_of(&response).outcome, Outcome::Success);
+    assert_eq!(*seen.lock().unwrap(), [(false, true, 0), (false, true, 0)]);
 }

@@ -37,7 +37,7 @@ struct Shared<B> {
 /// buffer). So a request kept aside while its copies were sent still sends
 /// every byte when it is finally sent.
 pub struct ReplayBody<B> {
-    shared: Arc<Mutex<Shared<B>>>,
+    kept: Kept<B>,
     /// This copy's position: the next buffered chunk to send.
     next_chunk: usize,
     trailers_sent: bool,
@@ -45,6 +45,16 @@ pub struct ReplayBody<B> {
     /// replay limit the buffer is dropped: only a copy that was reading
     /// goes on; any other can no longer be sent in full.
     reading: bool,
+}
+
+/// What a [`ReplayBody`] keeps of its inner body.
+enum Kept<B> {
+    /// The state shared by the body and all its copies.
+    Shared(Arc<Mutex<Shared<B>>>),
+    /// An inner body that had already ended when it was wrapped: let go at
+    /// once, as one read to its end is; the body and every copy end at
+    /// once, and nothing is shared.
+    Ended,
 }
 
 /// A handle on a [`ReplayBody`]'s state, put in the request extensions by
@@ -103,8 +113,7 @@ impl<E: std::error::Error + 'static> std::error::Error for ReplayError<E> {
 impl<B> ReplayBody<B> {
     /// Wraps `body`, keeping up to `limit` bytes for replay.
     pub fn new(body: B, limit: usize) -> Self {
-        Self {
-            shared: Arc::new(Mutex::new(Shared {
+        Self::keeping(Kept::Shared(Arc::new(Mutex::new(Shared {
                 inner: Some(body),
                 buffered: Vec::new(),
                 buffered_len: 0,
@@ -112,22 +121,38 @@ impl<B> ReplayBody<B> {
                 complete: false,
                 over_limit: false,
                 limit,
-            })),
+            }))))
+    }
+
+    /// Wraps `body`, which has already ended (`is_end_stream`): nothing to
+    /// keep, and no state to share with the copies. The body is dropped
+    /// here, as it would be once read to its end.
+    pub(crate) fn ended(body: B) -> Self {
+        drop(body);
+        Self::keeping(Kept::Ended)
+    }
+
+    /// A body at its start keeping `kept`.
+    const fn keeping(kept: Kept<B>) -> Self {
+        Self {
+            kept,
             next_chunk: 0,
             trailers_sent: false,
             reading: false,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Shared<B>> {
-        // A panic while holding the lock cannot leave the state half
-        // updated in a way that matters more than the panic itself.
-        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    /// The shared state, locked (`None`: an inner body that had ended).
+    fn lock(&self) -> Option<MutexGuard<'_, Shared<B>>> {
+        match &self.kept {
+            Kept::Shared(shared) => Some(lock(shared)),
+            Kept::Ended => None,
+        }
     }
 
     /// Whether a copy of this body can still be sent in full.
     pub fn is_replayable(&self) -> bool {
-        !self.lock().over_limit
+        self.lock().is_none_or(|shared| !shared.over_limit)
     }
 
     /// A handle that answers [`is_replayable`](Self::is_replayable) later.
@@ -135,32 +160,39 @@ impl<B> ReplayBody<B> {
     where
         B: Send + 'static,
     {
-        let shared = Arc::downgrade(&self.shared);
-        ReplayHandle {
-            check: Arc::new(move || {
-                shared
-                    .upgrade()
-                    .is_some_and(|s| !s.lock().unwrap_or_else(|p| p.into_inner()).over_limit)
-            }),
-        }
+        let check: Arc<dyn Fn() -> bool + Send + Sync> = match &self.kept {
+            Kept::Shared(shared) => {
+                let shared = Arc::downgrade(shared);
+                Arc::new(move || shared.upgrade().is_some_and(|s| !lock(&s).over_limit))
+            }
+            Kept::Ended => Arc::new(|| true),
+        };
+        ReplayHandle { check }
     }
+}
+
+/// `shared`, locked. A panic while holding the lock cannot leave the state
+/// half updated in a way that matters more than the panic itself.
+fn lock<B>(shared: &Mutex<Shared<B>>) -> MutexGuard<'_, Shared<B>> {
+    shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<B> Clone for ReplayBody<B> {
     /// A copy that replays from the start.
     fn clone(&self) -> Self {
-        Self {
-            shared: self.shared.clone(),
-            next_chunk: 0,
-            trailers_sent: false,
-            reading: false,
-        }
+        Self::keeping(match &self.kept {
+            Kept::Shared(shared) => Kept::Shared(shared.clone()),
+            Kept::Ended => Kept::Ended,
+        })
     }
 }
 
 impl<B> fmt::Debug for ReplayBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shared = self.lock();
+        let Some(shared) = self.lock() else {
+            // Nothing kept: the inner body had ended when wrapped.
+            return f.debug_struct("ReplayBody").field("ended", &true).finish();
+        };
         f.debug_struct("ReplayBody")
             .field("buffered_len", &shared.buffered_len)
             .field("complete", &shared.complete)
@@ -183,7 +215,10 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        let mut shared = this.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let Kept::Shared(shared) = &this.kept else {
+            return Poll::Ready(None);
+        };
+        let mut shared = lock(shared);
         if shared.over_limit {
             if !this.reading {
                 return Poll::Ready(Some(Err(ReplayError::NotReplayable)));
@@ -255,7 +290,9 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        let shared = self.lock();
+        let Some(shared) = self.lock() else {
+            return true;
+        };
         if shared.over_limit {
             // Only a copy that was reading goes on (see `poll_frame`).
             return self.reading && shared.inner.as_ref().is_none_or(|b| b.is_end_stream());
@@ -270,7 +307,9 @@ where
     }
 
     fn size_hint(&self) -> SizeHint {
-        let shared = self.lock();
+        let Some(shared) = self.lock() else {
+            return SizeHint::with_exact(0);
+        };
         if shared.over_limit {
             return match (&shared.inner, self.reading) {
                 (Some(inner), true) => inner.size_hint(),

@@ -11,8 +11,8 @@ use crate::request::may_retry;
 
 /// Wraps each request body in a [`ReplayBody`] and puts its
 /// [`ReplayHandle`](super::ReplayHandle) handle in the request extensions,
-/// unless the body has already ended (a GET's: a copy of it is always
-/// whole, so there is nothing for the handle to tell).
+/// unless the body has already ended (a GET's): such a body keeps nothing
+/// and every copy of it is whole, so there is nothing for a handle to tell.
 ///
 /// Requests that can never be retried (unsafe methods not marked
 /// [`Idempotent`](crate::Idempotent)) are wrapped with a limit of zero, so
@@ -45,12 +45,13 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let limit = if may_retry(&request) { self.limit } else { 0 };
-        let ended = request.body().is_end_stream();
-        let mut request = request.map(|body| ReplayBody::new(body, limit));
-        if !ended {
-            let handle = request.body().handle();
-            request.extensions_mut().insert(handle);
+        if request.body().is_end_stream() {
+            // Nothing to keep, and every copy is whole: no handle either.
+            return self.inner.call(request.map(ReplayBody::ended));
         }
+        let mut request = request.map(|body| ReplayBody::new(body, limit));
+        let handle = request.body().handle();
+        request.extensions_mut().insert(handle);
         self.inner.call(request)
     }
 }
