@@ -281,7 +281,9 @@ async fn an_ended_body_is_retried_with_no_handle_and_every_copy_ends_at_once() {
                 let mut seen = seen.lock().unwrap();
                 seen.push((handle, ended, bytes.len()));
                 let status = if seen.len() == 1 { 429 } else { 200 };
-                let res = Response::builder().status(status).header("retry-after", "1");
+                let res = Response::builder()
+                    .status(status)
+                    .header("retry-after", "1");
                 Ok::<_, Infallible>(res.body(()).unwrap())
             }
         }

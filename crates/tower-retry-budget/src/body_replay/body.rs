@@ -114,14 +114,14 @@ impl<B> ReplayBody<B> {
     /// Wraps `body`, keeping up to `limit` bytes for replay.
     pub fn new(body: B, limit: usize) -> Self {
         Self::keeping(Kept::Shared(Arc::new(Mutex::new(Shared {
-                inner: Some(body),
-                buffered: Vec::new(),
-                buffered_len: 0,
-                trailers: None,
-                complete: false,
-                over_limit: false,
-                limit,
-            }))))
+            inner: Some(body),
+            buffered: Vec::new(),
+            buffered_len: 0,
+            trailers: None,
+            complete: false,
+            over_limit: false,
+            limit,
+        }))))
     }
 
     /// Wraps `body`, which has already ended (`is_end_stream`): nothing to
