@@ -177,6 +177,50 @@ fn lock<B>(shared: &Mutex<Shared<B>>) -> MutexGuard<'_, Shared<B>> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A frame just read from the inner body, as the copy that read it sends
+/// it: its data kept for the copies while under the limit (the reader's
+/// position moved past it), its trailers kept as the last frame (`None`:
+/// a frame kind this version of http-body does not know).
+fn keep<B, D: Buf>(
+    shared: &mut Shared<B>,
+    frame: Frame<D>,
+    next_chunk: &mut usize,
+    trailers_sent: &mut bool,
+) -> Option<Frame<Bytes>> {
+    let frame = match frame.into_data() {
+        Ok(mut data) => {
+            let bytes = data.copy_to_bytes(data.remaining());
+            if !shared.over_limit {
+                if shared.buffered_len + bytes.len() > shared.limit {
+                    // Too large to replay: keep nothing, let this one
+                    // attempt go through.
+                    shared.over_limit = true;
+                    shared.buffered = Vec::new();
+                    shared.buffered_len = 0;
+                } else {
+                    shared.buffered_len += bytes.len();
+                    shared.buffered.push(bytes.clone());
+                    *next_chunk = shared.buffered.len();
+                }
+            }
+            Frame::data(bytes)
+        }
+        Err(frame) => match frame.into_trailers() {
+            Ok(trailers) => {
+                // Trailers are the last frame.
+                shared.trailers = Some(trailers.clone());
+                shared.complete = true;
+                shared.inner = None;
+                *trailers_sent = true;
+                Frame::trailers(trailers)
+            }
+            // A frame kind this version of http-body does not know.
+            Err(_) => return None,
+        },
+    };
+    Some(frame)
+}
+
 impl<B> Clone for ReplayBody<B> {
     /// A copy that replays from the start.
     fn clone(&self) -> Self {
@@ -255,38 +299,8 @@ where
             Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(ReplayError::Inner(e)))),
             Poll::Ready(Some(Ok(frame))) => frame,
         };
-        let frame = match frame.into_data() {
-            Ok(mut data) => {
-                let bytes = data.copy_to_bytes(data.remaining());
-                if !shared.over_limit {
-                    if shared.buffered_len + bytes.len() > shared.limit {
-                        // Too large to replay: keep nothing, let this one
-                        // attempt go through.
-                        shared.over_limit = true;
-                        shared.buffered = Vec::new();
-                        shared.buffered_len = 0;
-                    } else {
-                        shared.buffered_len += bytes.len();
-                        shared.buffered.push(bytes.clone());
-                        this.next_chunk = shared.buffered.len();
-                    }
-                }
-                Frame::data(bytes)
-            }
-            Err(frame) => match frame.into_trailers() {
-                Ok(trailers) => {
-                    // Trailers are the last frame.
-                    shared.trailers = Some(trailers.clone());
-                    shared.complete = true;
-                    shared.inner = None;
-                    this.trailers_sent = true;
-                    Frame::trailers(trailers)
-                }
-                // A frame kind this version of http-body does not know.
-                Err(_) => return Poll::Ready(None),
-            },
-        };
-        Poll::Ready(Some(Ok(frame)))
+        let (next_chunk, trailers_sent) = (&mut this.next_chunk, &mut this.trailers_sent);
+        Poll::Ready(keep(&mut shared, frame, next_chunk, trailers_sent).map(Ok))
     }
 
     fn is_end_stream(&self) -> bool {
