@@ -383,7 +383,7 @@ impl Worker {
             let in_flight = requests.begin();
             // Boxed once: hyper moves the future it is given, and this
             // one is large.
-            let handled = Box::pin(forward::handle(proxy.clone(), request, cancel.clone()));
+            let handled = Box::pin(forward::handle(&proxy, request, &cancel));
             async move {
                 let response = handled.await?;
                 Ok::<_, std::convert::Infallible>(
