@@ -178,9 +178,7 @@ impl<P: Future<Output = ()>> Future for Handled<P> {
                 HandledProj::Relaying { relay, .. } => return relay.poll(cx).map(Ok),
                 HandledProj::Answered { response } => {
                     let response = response.take();
-                    return Poll::Ready(Ok(
-                        response.expect("`Handled` polled after completion")
-                    ));
+                    return Poll::Ready(Ok(response.expect("`Handled` polled after completion")));
                 }
             }
         }

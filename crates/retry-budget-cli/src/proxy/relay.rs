@@ -66,12 +66,7 @@ struct End {
 
 impl Relay {
     /// Sends the action `started` through `route`'s stack.
-    pub fn new(
-        route: &Route,
-        metrics: &Metrics,
-        config: &ProxyConfig,
-        started: Started,
-    ) -> Self {
+    pub fn new(route: &Route, metrics: &Metrics, config: &ProxyConfig, started: Started) -> Self {
         let Started {
             request,
             policy,
@@ -118,10 +113,7 @@ impl Future for Relay {
 
 impl End {
     /// The caller's answer to the action's `result`, logged.
-    fn answer(
-        self,
-        result: <Action as Future>::Output,
-    ) -> Response<ProxyBody> {
+    fn answer(self, result: <Action as Future>::Output) -> Response<ProxyBody> {
         let Self {
             mut guard,
             broke,
