@@ -66,6 +66,7 @@ struct End {
 
 impl Relay {
     /// Sends the action `started` through `route`'s stack.
+    #[inline(always)]
     pub fn new(route: &Route, metrics: &Metrics, config: &ProxyConfig, started: Started) -> Self {
         let Started {
             request,
@@ -152,6 +153,7 @@ impl End {
 
 /// The upstream's final response, relayed, or the proxy's 502 when its
 /// status is outside 100-599.
+#[inline(always)]
 fn answer(
     response: Response<PeekBody<Incoming>>,
     metrics: Metrics,
@@ -179,6 +181,7 @@ fn answer(
 /// it ended. `report` is the slot's for good: the action ended with this
 /// response's head, and no layer of this stack corrects a report from the
 /// body afterwards.
+#[inline(always)]
 fn relay_upstream(
     response: Response<PeekBody<Incoming>>,
     metrics: Metrics,
@@ -222,6 +225,7 @@ fn own_end(
 
 /// The upstream's final response, relayed with what happened; `on_end` is
 /// told how its body ended.
+#[inline(always)]
 fn relay(
     mut response: Response<PeekBody<Incoming>>,
     idle: Duration,
