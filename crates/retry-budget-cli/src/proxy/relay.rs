@@ -113,14 +113,18 @@ impl Future for Relay {
 }
 
 impl End {
-    /// The caller's answer to the action's `result`, logged.
+    /// The caller's answer to the action's `result`, logged: the
+    /// upstream's final response, relayed and logged when its body ends,
+    /// or the proxy's own answer (see the [module docs](self)). Each part
+    /// is moved once, into the answer.
+    #[inline(always)]
     fn answer(self, result: <Action as Future>::Output) -> Response<ProxyBody> {
         let Self {
             mut guard,
             broke,
             span,
             metrics,
-            ends,
+            ends: (idle, preset),
         } = self;
         // Taken, not copied: from here on the report is passed along, and
         // every path below that has one writes the line from it (`guard`'s
@@ -128,73 +132,42 @@ impl End {
         // when there is no report).
         let report = guard.slot.take();
         record(&span, report.as_ref());
-        if let Some(broken) = broke.get() {
-            // Whatever the action's end, the caller's body broke first.
-            let text = format!("retry-budget proxy: {broken}\n");
-            return own_end(
-                guard,
-                report,
-                StatusCode::BAD_REQUEST,
-                &text,
-                BAD_REQUEST_BODY,
-            );
-        }
-        match result {
-            Ok(response) => answer(response, metrics, ends, guard, report),
-            Err(error) => {
+        let mut response = match (broke.get(), result) {
+            (Some(broken), _) => {
+                // Whatever the action's end, the caller's body broke first.
+                let text = format!("retry-budget proxy: {broken}\n");
+                let status = StatusCode::BAD_REQUEST;
+                return own_end(guard, report, status, &text, BAD_REQUEST_BODY);
+            }
+            (None, Err(error)) => {
                 if let Some(report) = &report {
                     guard.log(report, None);
                 }
-                failed(&error)
+                return failed(&error);
             }
+            (None, Ok(response)) => response,
+        };
+        if !(100..600).contains(&response.status().as_u16()) {
+            let text = format!(
+                "retry-budget proxy: the upstream answered an invalid status ({})\n",
+                response.status()
+            );
+            let status = StatusCode::BAD_GATEWAY;
+            return own_end(guard, report, status, &text, INVALID_STATUS);
         }
+        rewrite_head(&mut response, preset);
+        // `report` is the slot's for good: the action ended with this
+        // response's head, and no layer of this stack corrects a report
+        // from the body afterwards.
+        response.map(move |body| {
+            Either::Left(RelayBody::new(body, idle, move |ending| {
+                metrics.body_ended(ending.as_str());
+                if let Some(report) = &report {
+                    guard.log(report, Some(ending));
+                }
+            }))
+        })
     }
-}
-
-/// The upstream's final response, relayed, or the proxy's 502 when its
-/// status is outside 100-599.
-#[inline(always)]
-fn answer(
-    response: Response<PeekBody<Incoming>>,
-    metrics: Metrics,
-    ends: (Duration, bool),
-    guard: LogGuard,
-    report: Option<Report>,
-) -> Response<ProxyBody> {
-    if !(100..600).contains(&response.status().as_u16()) {
-        let text = format!(
-            "retry-budget proxy: the upstream answered an invalid status ({})\n",
-            response.status()
-        );
-        return own_end(
-            guard,
-            report,
-            StatusCode::BAD_GATEWAY,
-            &text,
-            INVALID_STATUS,
-        );
-    }
-    relay_upstream(response, metrics, ends, guard, report)
-}
-
-/// The upstream's response, relayed; logged when its body ends, with how
-/// it ended. `report` is the slot's for good: the action ended with this
-/// response's head, and no layer of this stack corrects a report from the
-/// body afterwards.
-#[inline(always)]
-fn relay_upstream(
-    response: Response<PeekBody<Incoming>>,
-    metrics: Metrics,
-    (body_idle_timeout, preset): (Duration, bool),
-    mut guard: LogGuard,
-    report: Option<Report>,
-) -> Response<ProxyBody> {
-    relay(response, body_idle_timeout, preset, move |ending| {
-        metrics.body_ended(ending.as_str());
-        if let Some(report) = &report {
-            guard.log(report, Some(ending));
-        }
-    })
 }
 
 /// The action's outcome on its span.
@@ -223,33 +196,25 @@ fn own_end(
     own_outcome(status, text, outcome, report.as_ref())
 }
 
-/// The upstream's final response, relayed with what happened; `on_end` is
-/// told how its body ended.
-#[inline(always)]
-fn relay(
-    mut response: Response<PeekBody<Incoming>>,
-    idle: Duration,
-    preset: bool,
-    on_end: impl FnOnce(super::relay_body::Ending) + Send + 'static,
-) -> Response<ProxyBody> {
+/// The upstream's final response head, rewritten in place for the
+/// caller: the hop-by-hop fields out, what happened in.
+fn rewrite_head(response: &mut Response<PeekBody<Incoming>>, preset: bool) {
     let told = response.extensions().get::<Report>().map(|report| {
         // Read only with a preset (it may read the trail).
         let no_retry = preset && no_retry_on_top(report);
         (report.outcome, report.attempts_started, no_retry)
     });
-    // The head is rewritten in place; only the body changes type, once.
     hop::strip_response(response.headers_mut());
     // The version is this hop's: hyper writes its own.
     *response.version_mut() = Version::default();
     if let Some((outcome, attempts, no_retry)) = told {
-        tell(&mut response, outcome, attempts);
+        tell(response, outcome, attempts);
         if no_retry {
             response
                 .headers_mut()
                 .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
         }
     }
-    response.map(|body| Either::Left(RelayBody::new(body, idle, on_end)))
 }
 
 /// Whether an SDK must not retry this answer on top of the proxy: the
