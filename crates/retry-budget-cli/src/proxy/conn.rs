@@ -350,6 +350,42 @@ impl Drop for InFlight {
 }
 
 pin_project! {
+    /// A request's handling, whose response body keeps the request in
+    /// flight ([`Tracked`]); dropped before it answers, it ends the
+    /// request's flight with it.
+    pub struct Tracking<F> {
+        #[pin]
+        inner: F,
+        in_flight: Option<InFlight>,
+    }
+}
+
+impl<F> Tracking<F> {
+    /// `inner`, its response holding `in_flight`.
+    pub const fn new(inner: F, in_flight: InFlight) -> Self {
+        Self {
+            inner,
+            in_flight: Some(in_flight),
+        }
+    }
+}
+
+impl<F, B, E> Future for Tracking<F>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+{
+    type Output = Result<http::Response<Tracked<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.inner.poll(cx))?;
+        let in_flight = this.in_flight.take();
+        let in_flight = in_flight.expect("`Tracking` polled after completion");
+        Poll::Ready(Ok(response.map(|body| Tracked::new(body, in_flight))))
+    }
+}
+
+pin_project! {
     /// A response body that keeps its request in flight until it is
     /// dropped.
     pub struct Tracked<B> {

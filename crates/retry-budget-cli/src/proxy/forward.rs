@@ -15,19 +15,23 @@
 //! 6. rewrite the head for the upstream ([`Upstream::prepare`]) and set up
 //!    the action ([`start`]: extensions, span, log guard);
 //! 7. send it through the route's stack, relay the end and log it
-//!    ([`relay`]).
+//!    ([`Relay`]).
 //!
 //! Every wait, stop and outcome is then the layer's (the core's).
 //!
 //! [`Policy`]: retry_budget::Policy
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use arc_swap::ArcSwap;
 use http::{Request, Response, Version};
 use hyper::body::Incoming;
+use pin_project_lite::pin_project;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -38,7 +42,7 @@ use super::fields::Fields;
 use super::hop;
 use super::metrics::Metrics;
 use super::refuse;
-use super::relay;
+use super::relay::Relay;
 use super::reply::ProxyBody;
 use super::start::{self, Setup};
 use super::table::Table;
@@ -108,37 +112,109 @@ impl Proxy {
 
 /// Handles one request, given its connection's token
 /// ([`Proxy::connection_token`]); never fails (every failure is a
-/// response).
-pub async fn handle(
-    proxy: Arc<Proxy>,
+/// response). An HTTP/1 request is prepared here, its action sent when the
+/// future is first polled; an HTTP/2 stream's waits first (see
+/// [`Handled::Paused`]).
+pub fn handle(
+    proxy: &Arc<Proxy>,
     request: Request<Incoming>,
-    connection: CancellationToken,
-) -> Result<Response<ProxyBody>, Infallible> {
+    connection: &CancellationToken,
+) -> Handled<impl Future<Output = ()> + Send> {
     let received = Instant::now();
-    let http2 = request.version() == Version::HTTP_2;
-    if http2 {
-        // hyper looks for a client's RST_STREAM only while the stream's
-        // handler is pending. Pending once before anything is sent lets a
-        // stream the client reset at once (HEADERS then RST_STREAM, as a
-        // reset flood sends them) end here: no action, no upstream
-        // connection opened for it.
-        tokio::task::yield_now().await;
+    if request.version() == Version::HTTP_2 {
+        return Handled::Paused {
+            pause: tokio::task::yield_now(),
+            held: Some((proxy.clone(), request, connection.clone(), received)),
+        };
     }
+    prepare(proxy, request, (connection, false), received)
+}
+
+/// A request's handler, given a reason to hold it (see [`handle`]).
+type Held = (Arc<Proxy>, Request<Incoming>, CancellationToken, Instant);
+
+pin_project! {
+    /// The future of one request's handling (see [`handle`]). Written out,
+    /// not an `async fn`: it holds the action's [`Relay`] once, not beside
+    /// the request it was made from.
+    #[project = HandledProj]
+    pub enum Handled<P> {
+        /// An HTTP/2 stream, pending once before anything is sent: hyper
+        /// looks for a client's RST_STREAM only while the stream's handler
+        /// is pending, so a stream the client reset at once (HEADERS then
+        /// RST_STREAM, as a reset flood sends them) ends here: no action,
+        /// no upstream connection opened for it.
+        Paused {
+            #[pin]
+            pause: P,
+            held: Option<Held>,
+        },
+        /// The action, sent; the route's table held until it ends, so
+        /// that a reload does not take its route away.
+        Relaying {
+            #[pin]
+            relay: Relay,
+            table: Arc<Table>,
+        },
+        /// The proxy's own answer, nothing sent.
+        Answered { response: Option<Response<ProxyBody>> },
+    }
+}
+
+impl<P: Future<Output = ()>> Future for Handled<P> {
+    type Output = Result<Response<ProxyBody>, Infallible>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match self.as_mut().project() {
+                HandledProj::Paused { pause, held } => {
+                    ready!(pause.poll(cx));
+                    let Some((proxy, request, connection, received)) = held.take() else {
+                        panic!("`Handled` polled after completion");
+                    };
+                    let next = prepare(&proxy, request, (&connection, true), received);
+                    self.set(next);
+                }
+                HandledProj::Relaying { relay, .. } => return relay.poll(cx).map(Ok),
+                HandledProj::Answered { response } => {
+                    let response = response.take();
+                    return Poll::Ready(Ok(response.expect("`Handled` polled after completion")));
+                }
+            }
+        }
+    }
+}
+
+/// The proxy's own answer.
+fn answered<P>(response: Response<ProxyBody>) -> Handled<P> {
+    Handled::Answered {
+        response: Some(response),
+    }
+}
+
+/// Steps 1 to 6 of the [module docs](self), then the action sent; or the
+/// proxy's own answer. `http2`: whether each stream's action gets a token
+/// of its own (see [`Proxy::connection_token`]).
+fn prepare<P>(
+    proxy: &Proxy,
+    request: Request<Incoming>,
+    (connection, http2): (&CancellationToken, bool),
+    received: Instant,
+) -> Handled<P> {
     let (mut parts, body) = request.into_parts();
     if let Some(refused) = refuse::method(&parts) {
-        return Ok(refused);
+        return answered(refused);
     }
     let config = &*proxy.config;
-    // Held until the action ends: a reload does not take its route away.
     let table = proxy.table.load_full();
     let (route, strip) = match table.select(&parts) {
         Ok(selected) => selected,
-        Err(miss) => return Ok(refuse::route(&parts, miss)),
+        Err(miss) => return answered(refuse::route(&parts, miss)),
     };
     let upstream = &route.config.upstream;
     let uri = match upstream.uri_under(parts.uri.path_and_query(), strip) {
         Ok(uri) => uri,
-        Err(error) => return Ok(refuse::target(&parts, &error)),
+        Err(error) => return answered(refuse::target(&parts, &error)),
     };
     hop::strip_request(&mut parts.headers);
     let fields = Fields::of(&parts.headers);
@@ -146,7 +222,7 @@ pub async fn handle(
     let allowed = deadline::read(&fields);
     let policy = match policy_of(route.config.policy, allowed.map(|a| a.time), class.once) {
         Ok(policy) => policy,
-        Err(refused) => return Ok(refuse::policy(&parts, &refused)),
+        Err(refused) => return answered(refuse::policy(&parts, &refused)),
     };
     upstream.prepare(&mut parts, uri, &body);
     let setup = Setup {
@@ -154,7 +230,7 @@ pub async fn handle(
         cancel: if http2 {
             connection.child_token()
         } else {
-            connection
+            connection.clone()
         },
         metrics: &proxy.metrics,
         format: config.log_format,
@@ -162,5 +238,6 @@ pub async fn handle(
         route: route.name.clone(),
     };
     let started = start::start(parts, body, (class, policy, allowed), setup);
-    Ok(relay::run(route, &proxy.metrics, config, started).await)
+    let relay = Relay::new(route, &proxy.metrics, config, started);
+    Handled::Relaying { relay, table }
 }

@@ -7,121 +7,167 @@
 //! upstream's), or when the upstream's status is outside 100-599
 //! (`invalid_upstream_status`, 502).
 
-use http::{HeaderName, HeaderValue, Response, StatusCode, Version};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, Version};
 use http_body_util::Either;
 use hyper::body::Incoming;
+use pin_project_lite::pin_project;
 use retry_budget::trail::EventKind;
 use retry_budget::{Category, Outcome, Report};
+use tower::util::Oneshot;
 use tower::ServiceExt;
 use tower_retry_budget::peek::PeekBody;
+use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
 use super::args::ProxyConfig;
 use super::hop;
 use super::log_guard::LogGuard;
 use super::metrics::Metrics;
-use super::relay_body::RelayBody;
+use super::relay_body::{BrokeFlag, CallerBody, RelayBody};
 use super::reply::{failed, own_outcome, tell, ProxyBody, BAD_REQUEST_BODY, INVALID_STATUS};
+use super::stack::PerRequest;
 use super::start::Started;
 use super::table::Route;
 
 /// `x-should-retry`: the word an SDK obeys (see the [module docs](self)).
 pub const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 
-/// Sends the action and answers the caller (see the [module docs](self)).
-pub async fn run(
-    route: &Route,
-    metrics: &Metrics,
-    config: &ProxyConfig,
-    started: Started,
-) -> Response<ProxyBody> {
-    let Started {
-        request,
-        policy,
-        span,
-        mut guard,
-        broke,
-    } = started;
-    // Declared after `guard`, so dropped before it if the caller leaves:
-    // the layer's future, dropped, fills the slot with the core's report
-    // before `guard` writes the log line from it.
-    let action = std::pin::pin!(route
-        .stack
-        .service(policy)
-        .oneshot(request)
-        .instrument(span.clone()));
-    let result = action.await;
-    // Taken, not copied: from here on the report is passed along, and
-    // every path below that has one writes the line from it (`guard`'s
-    // drop reads the slot only when no line was written, which is only
-    // when there is no report).
-    let report = guard.slot.take();
-    record(&span, report.as_ref());
-    if let Some(broken) = broke.get() {
-        // Whatever the action's end, the caller's body broke first.
-        let text = format!("retry-budget proxy: {broken}\n");
-        return own_end(
-            guard,
-            report,
-            StatusCode::BAD_REQUEST,
-            &text,
-            BAD_REQUEST_BODY,
-        );
-    }
-    match result {
-        Ok(response) => answer(response, (route, metrics, config), guard, report),
-        Err(error) => {
-            if let Some(report) = &report {
-                guard.log(report, None);
-            }
-            failed(&error)
-        }
+pin_project! {
+    /// The action sent down the stack, then answered to the caller (see
+    /// the [module docs](self)). Written out, not an `async fn`: it holds
+    /// the layer's future and what its end needs, each once.
+    pub struct Relay {
+        // First, so dropped before `end`'s log guard if the caller leaves:
+        // the layer's future, dropped, fills the slot with the core's
+        // report before the guard writes the log line from it.
+        #[pin]
+        action: Option<Action>,
+        end: Option<End>,
     }
 }
 
-/// The upstream's final response, relayed, or the proxy's 502 when its
-/// status is outside 100-599.
-fn answer(
-    response: Response<PeekBody<Incoming>>,
-    (route, metrics, config): (&Route, &Metrics, &ProxyConfig),
+/// The layer's future, in the action's span.
+type Action = Instrumented<Oneshot<PerRequest, Request<CallerBody>>>;
+
+/// What the action's end is answered and logged with.
+struct End {
     guard: LogGuard,
-    report: Option<Report>,
-) -> Response<ProxyBody> {
-    if !(100..600).contains(&response.status().as_u16()) {
-        let text = format!(
-            "retry-budget proxy: the upstream answered an invalid status ({})\n",
-            response.status()
-        );
-        return own_end(
-            guard,
-            report,
-            StatusCode::BAD_GATEWAY,
-            &text,
-            INVALID_STATUS,
-        );
-    }
-    let ends = (config.body_idle_timeout, route.config.preset.is_some());
-    relay_upstream(response, metrics, ends, guard, report)
+    broke: BrokeFlag,
+    span: Span,
+    metrics: Metrics,
+    /// `--body-idle-timeout`, and whether the route has a preset.
+    ends: (Duration, bool),
 }
 
-/// The upstream's response, relayed; logged when its body ends, with how
-/// it ended. `report` is the slot's for good: the action ended with this
-/// response's head, and no layer of this stack corrects a report from the
-/// body afterwards.
-fn relay_upstream(
-    response: Response<PeekBody<Incoming>>,
-    metrics: &Metrics,
-    (body_idle_timeout, preset): (std::time::Duration, bool),
-    mut guard: LogGuard,
-    report: Option<Report>,
-) -> Response<ProxyBody> {
-    let metrics = metrics.clone();
-    relay(response, body_idle_timeout, preset, move |ending| {
-        metrics.body_ended(ending.as_str());
-        if let Some(report) = &report {
-            guard.log(report, Some(ending));
+impl Relay {
+    /// Sends the action `started` through `route`'s stack.
+    #[inline(always)]
+    pub fn new(route: &Route, metrics: &Metrics, config: &ProxyConfig, started: Started) -> Self {
+        let Started {
+            request,
+            policy,
+            span,
+            guard,
+            broke,
+        } = started;
+        let action = route
+            .stack
+            .service(policy)
+            .oneshot(request)
+            .instrument(span.clone());
+        Self {
+            action: Some(action),
+            end: Some(End {
+                guard,
+                broke,
+                span,
+                metrics: metrics.clone(),
+                ends: (config.body_idle_timeout, route.config.preset.is_some()),
+            }),
         }
-    })
+    }
+}
+
+impl Future for Relay {
+    type Output = Response<ProxyBody>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let Some(action) = this.action.as_mut().as_pin_mut() else {
+            panic!("`Relay` polled after completion");
+        };
+        let result = ready!(action.poll(cx));
+        // The layer's future is done: its span goes with it, as the end's
+        // own goes when the answer is made.
+        this.action.set(None);
+        let Some(end) = this.end.take() else {
+            panic!("`Relay` polled after completion");
+        };
+        Poll::Ready(end.answer(result))
+    }
+}
+
+impl End {
+    /// The caller's answer to the action's `result`, logged: the
+    /// upstream's final response, relayed and logged when its body ends,
+    /// or the proxy's own answer (see the [module docs](self)). Each part
+    /// is moved once, into the answer.
+    #[inline(always)]
+    fn answer(self, result: <Action as Future>::Output) -> Response<ProxyBody> {
+        let Self {
+            mut guard,
+            broke,
+            span,
+            metrics,
+            ends: (idle, preset),
+        } = self;
+        // Taken, not copied: from here on the report is passed along, and
+        // every path below that has one writes the line from it (`guard`'s
+        // drop reads the slot only when no line was written, which is only
+        // when there is no report).
+        let report = guard.slot.take();
+        record(&span, report.as_ref());
+        let mut response = match (broke.get(), result) {
+            (Some(broken), _) => {
+                // Whatever the action's end, the caller's body broke first.
+                let text = format!("retry-budget proxy: {broken}\n");
+                let status = StatusCode::BAD_REQUEST;
+                return own_end(guard, report, status, &text, BAD_REQUEST_BODY);
+            }
+            (None, Err(error)) => {
+                if let Some(report) = &report {
+                    guard.log(report, None);
+                }
+                return failed(&error);
+            }
+            (None, Ok(response)) => response,
+        };
+        if !(100..600).contains(&response.status().as_u16()) {
+            let text = format!(
+                "retry-budget proxy: the upstream answered an invalid status ({})\n",
+                response.status()
+            );
+            let status = StatusCode::BAD_GATEWAY;
+            return own_end(guard, report, status, &text, INVALID_STATUS);
+        }
+        rewrite_head(&mut response, preset);
+        // `report` is the slot's for good: the action ended with this
+        // response's head, and no layer of this stack corrects a report
+        // from the body afterwards.
+        response.map(move |body| {
+            Either::Left(RelayBody::new(body, idle, move |ending| {
+                metrics.body_ended(ending.as_str());
+                if let Some(report) = &report {
+                    guard.log(report, Some(ending));
+                }
+            }))
+        })
+    }
 }
 
 /// The action's outcome on its span.
@@ -150,32 +196,25 @@ fn own_end(
     own_outcome(status, text, outcome, report.as_ref())
 }
 
-/// The upstream's final response, relayed with what happened; `on_end` is
-/// told how its body ended.
-fn relay(
-    mut response: Response<PeekBody<Incoming>>,
-    idle: std::time::Duration,
-    preset: bool,
-    on_end: impl FnOnce(super::relay_body::Ending) + Send + 'static,
-) -> Response<ProxyBody> {
+/// The upstream's final response head, rewritten in place for the
+/// caller: the hop-by-hop fields out, what happened in.
+fn rewrite_head(response: &mut Response<PeekBody<Incoming>>, preset: bool) {
     let told = response.extensions().get::<Report>().map(|report| {
         // Read only with a preset (it may read the trail).
         let no_retry = preset && no_retry_on_top(report);
         (report.outcome, report.attempts_started, no_retry)
     });
-    // The head is rewritten in place; only the body changes type, once.
     hop::strip_response(response.headers_mut());
     // The version is this hop's: hyper writes its own.
     *response.version_mut() = Version::default();
     if let Some((outcome, attempts, no_retry)) = told {
-        tell(&mut response, outcome, attempts);
+        tell(response, outcome, attempts);
         if no_retry {
             response
                 .headers_mut()
                 .insert(SHOULD_RETRY, HeaderValue::from_static("false"));
         }
     }
-    response.map(|body| Either::Left(RelayBody::new(body, idle, on_end)))
 }
 
 /// Whether an SDK must not retry this answer on top of the proxy: the

@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -19,7 +20,10 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
+use tokio_util::sync::CancellationToken;
 use tower_retry_budget::peek::PeekBody;
+
+use super::metrics::Metrics;
 
 /// How a relayed body ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,17 +224,52 @@ impl std::fmt::Display for BrokenBody {
 
 impl std::error::Error for BrokenBody {}
 
-/// Set once the caller's body broke; shared by the handler and the body.
-pub type BrokeFlag = std::sync::Arc<std::sync::OnceLock<BrokenBody>>;
+/// Set once the caller's body broke, with what a break does; shared by
+/// the handler and the body (one allocation for both).
+pub type BrokeFlag = Arc<Broke>;
+
+/// Why the caller's body broke, once it has; and what its break does
+/// once: the action, by its id, counted as the caller's fault in the
+/// metrics, and cancelled (a retry cannot mend the caller's body).
+#[derive(Debug)]
+pub struct Broke {
+    broken: OnceLock<BrokenBody>,
+    metrics: Metrics,
+    id: u64,
+    cancel: CancellationToken,
+}
+
+impl Broke {
+    /// Not broken (yet): the action `id`'s, cancelled by `cancel`.
+    pub fn new(metrics: Metrics, id: u64, cancel: CancellationToken) -> Self {
+        Self {
+            broken: OnceLock::new(),
+            metrics,
+            id,
+            cancel,
+        }
+    }
+
+    /// Why the body broke, if it did.
+    pub fn get(&self) -> Option<&BrokenBody> {
+        self.broken.get()
+    }
+
+    /// The body broke: the first time, counted and cancelled.
+    fn set(&self, broken: BrokenBody) {
+        if self.broken.set(broken).is_ok() {
+            self.metrics.caller_body_broke(self.id);
+            self.cancel.cancel();
+        }
+    }
+}
 
 /// The caller's request body on its way upstream. Once it fails it keeps
-/// failing (so no copy sent later can end early and look complete), the
-/// flag says why, and `on_break` runs once (the handler cancels the action
-/// there: a retry cannot mend the caller's body).
+/// failing (so no copy sent later can end early and look complete), and
+/// its [`Broke`] says why and acts once.
 pub struct CallerBody {
     inner: Incoming,
     broke: BrokeFlag,
-    on_break: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl std::fmt::Debug for CallerBody {
@@ -243,16 +282,8 @@ impl std::fmt::Debug for CallerBody {
 
 impl CallerBody {
     /// Wraps the caller's body.
-    pub fn new(
-        inner: Incoming,
-        broke: BrokeFlag,
-        on_break: impl FnOnce() + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            inner,
-            broke,
-            on_break: Some(Box::new(on_break)),
-        }
+    pub fn new(inner: Incoming, broke: BrokeFlag) -> Self {
+        Self { inner, broke }
     }
 }
 
@@ -274,10 +305,7 @@ impl Body for CallerBody {
                     "the caller's request body broke off: {error}"
                 );
                 let broken = BrokenBody(error.to_string());
-                let _ = self.broke.set(broken.clone());
-                if let Some(on_break) = self.on_break.take() {
-                    on_break();
-                }
+                self.broke.set(broken.clone());
                 Poll::Ready(Some(Err(broken)))
             }
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),

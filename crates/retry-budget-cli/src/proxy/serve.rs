@@ -42,7 +42,7 @@ use crate::common::leave::{Leave, LeaveListener};
 
 use super::admin::Admin;
 use super::args::{Args, ConnectionLimits, ProxyConfig};
-use super::conn::{Activity, Gate, Tracked};
+use super::conn::{Activity, Gate, Tracking};
 use super::file;
 use super::forward::{self, Proxy};
 use super::log;
@@ -381,15 +381,7 @@ impl Worker {
         let requests = activity.clone();
         let service = service_fn(move |request| {
             let in_flight = requests.begin();
-            // Boxed once: hyper moves the future it is given, and this
-            // one is large.
-            let handled = Box::pin(forward::handle(proxy.clone(), request, cancel.clone()));
-            async move {
-                let response = handled.await?;
-                Ok::<_, std::convert::Infallible>(
-                    response.map(|body| Tracked::new(body, in_flight)),
-                )
-            }
+            Tracking::new(forward::handle(&proxy, request, &cancel), in_flight)
         });
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)

@@ -21,7 +21,7 @@ use super::classify::{Class, Once};
 use super::deadline::{Allowed, CallerDeadline};
 use super::log_guard::LogGuard;
 use super::metrics::Metrics;
-use super::relay_body::{BrokeFlag, CallerBody};
+use super::relay_body::{Broke, BrokeFlag, CallerBody};
 use crate::common::redact::logged_uri;
 
 /// An action ready to be sent.
@@ -66,16 +66,8 @@ pub fn start(
         id, cancel, format, ..
     } = setup;
     let slot = ReportSlot::new();
-    let broke = BrokeFlag::default();
-    let body = {
-        let (metrics, cancel) = (setup.metrics.clone(), cancel.clone());
-        CallerBody::new(body, broke.clone(), move || {
-            // The caller's fault: counted as such, and no retry (it could
-            // not mend the body).
-            metrics.caller_body_broke(id);
-            cancel.cancel();
-        })
-    };
+    let broke = Arc::new(Broke::new(setup.metrics.clone(), id, cancel.clone()));
+    let body = CallerBody::new(body, broke.clone());
     let extensions = &mut parts.extensions;
     // The three the layer reads in one entry (each attempt's copy clones
     // one entry for them), then the rare ones: the map the first insert
