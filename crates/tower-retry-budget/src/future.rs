@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | `Passthrough` | the inner future of a request that is never retried | not used |
 //! | `Attempt` | the attempt's future | its deadline, from the core (armed at its first `Pending`) |
-//! | `Between` | the last response (none before a first attempt held off) | the next start the core allows; then, while the service gets ready, the latest start |
+//! | `Between` | the last response, boxed (none before a first attempt held off) | the next start the core allows; then, while the service gets ready, the latest start |
 //! | `Done` | for an action that ended in `call` (nothing sent), its error | not used |
 //!
 //! Every attempt, the first included, is the same `Attempt` state, entered
@@ -92,9 +92,11 @@ pin_project! {
         /// Between attempts (or before a first attempt held off), holding
         /// the last response to return if the action stops there: waiting
         /// for the next start (`ready_wait: false`), then for the service
-        /// to be ready (`true`).
+        /// to be ready (`true`). The response is boxed: only an action that
+        /// waits for a retry holds one, and every action moves this state's
+        /// room with the future.
         Between {
-            response: Option<R>,
+            response: Option<Box<R>>,
             ready_wait: bool,
         },
         /// Over. An action that ended in `call`, nothing sent, keeps its
@@ -291,7 +293,7 @@ where
                     Poll::Ready(Ok(response)) => match this.ctx.response(&response) {
                         Decision::WaitUntil(until) => {
                             this.state.set(State::Between {
-                                response: Some(held::compact(response)),
+                                response: Some(Box::new(held::compact(response))),
                                 ready_wait: false,
                             });
                             Decision::WaitUntil(until)
@@ -399,7 +401,7 @@ where
                     StateProj::Between { response, .. } => response.take(),
                     _ => None,
                 };
-                return Some(response.ok_or(ErrorKind::NotSent));
+                return Some(response.map(|held| *held).ok_or(ErrorKind::NotSent));
             }
             // Wait for the inner service, no later than the latest start.
             Decision::StartNow => this.ctx.action.latest_start(),
