@@ -13,13 +13,15 @@ use pin_project_lite::pin_project;
 
 use super::late::Watch;
 
-/// The frames the peek took, in order: the first one on its own, so that a
-/// peek of one frame (gRPC, or a JSON body in one piece) allocates nothing;
-/// the rest boxed, so that the body moved through the call stays small.
+/// The frames the peek took, in order: a first data frame on its own, so
+/// that a peek of one data frame (gRPC, or a JSON body in one piece)
+/// allocates nothing; the rest, and a first frame of trailers, boxed, so
+/// that the body moved through the call stays small (a trailers frame is
+/// a whole header table).
 pub(super) struct Held<D> {
-    first: Option<Frame<D>>,
+    first: Option<D>,
     // Boxed for its inline size (8 bytes, not 32), which every gRPC
-    // call moves; only a JSON body of several frames fills it.
+    // call moves; only a JSON body of several frames, or trailers, fills it.
     #[allow(clippy::box_collection)]
     rest: Option<Box<VecDeque<Frame<D>>>>,
 }
@@ -33,17 +35,24 @@ impl<D: Buf> Held<D> {
     }
 
     pub(super) fn push(&mut self, frame: Frame<D>) {
-        if self.first.is_none() && self.rest.is_none() {
-            self.first = Some(frame);
+        let frame = if self.first.is_none() && self.rest.is_none() {
+            match frame.into_data() {
+                Ok(data) => {
+                    self.first = Some(data);
+                    return;
+                }
+                Err(frame) => frame,
+            }
         } else {
-            self.rest.get_or_insert_with(Box::default).push_back(frame);
-        }
+            frame
+        };
+        self.rest.get_or_insert_with(Box::default).push_back(frame);
     }
 
     #[inline]
     fn pop(&mut self) -> Option<Frame<D>> {
         match self.first.take() {
-            Some(frame) => Some(frame),
+            Some(data) => Some(Frame::data(data)),
             None => self.rest.as_mut()?.pop_front(),
         }
     }
@@ -54,10 +63,10 @@ impl<D: Buf> Held<D> {
     }
 
     fn bytes(&self) -> u64 {
+        let rest = self.rest.iter().flat_map(|rest| rest.iter());
         self.first
             .iter()
-            .chain(self.rest.iter().flat_map(|rest| rest.iter()))
-            .filter_map(Frame::data_ref)
+            .chain(rest.filter_map(Frame::data_ref))
             .map(|data| data.remaining() as u64)
             .fold(0, u64::saturating_add)
     }
