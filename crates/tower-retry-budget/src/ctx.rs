@@ -208,11 +208,14 @@ impl<S, B> Ctx<S, B> {
                     // hear it, then the response carries it.
                     let report = self.action.take_report();
                     debug_assert!(report.is_some(), "{STOPPED}");
-                    if let Some(report) = report {
-                        self.extras.report(&report, &mut self.clock);
+                    // Read in place, then moved once, into the extensions.
+                    if let Some(heard) = &report {
+                        self.extras.report(heard, &mut self.clock);
                         let extensions = response.extensions_mut();
-                        self.extras.deliver(extensions, &report, &mut self.clock);
-                        extensions.insert(report);
+                        self.extras.deliver(extensions, heard, &mut self.clock);
+                    }
+                    if let Some(report) = report {
+                        response.extensions_mut().insert(report);
                     }
                 }
                 Ok(response)

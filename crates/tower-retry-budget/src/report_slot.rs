@@ -76,10 +76,10 @@ impl ReportSlot {
     }
 
     pub(crate) fn fill(&self, report: Report, origin: Option<Instant>) {
-        *self.lock() = Filled {
-            report: Some(report),
-            origin,
-        };
+        // Written field by field: the report is moved once, into the slot.
+        let mut filled = self.lock();
+        filled.report = Some(report);
+        filled.origin = origin;
     }
 
     /// The instant the report's elapsed times count from, as the layer
