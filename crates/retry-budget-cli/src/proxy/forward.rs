@@ -130,7 +130,9 @@ pub fn handle(
     prepare(proxy, request, (connection, false), received)
 }
 
-/// A request's handler, given a reason to hold it (see [`handle`]).
+/// What an HTTP/2 stream's handler holds while it pends once (see
+/// [`Handled::Paused`]): the proxy, the request, its connection's token
+/// and when it was received.
 type Held = (Arc<Proxy>, Request<Incoming>, CancellationToken, Instant);
 
 pin_project! {
