@@ -428,13 +428,30 @@ impl Metrics {
 
     /// One trail event of action `id`, as the layer records it.
     pub fn event(&self, id: u64, event: &Event) {
-        if matches!(event.kind, EventKind::StatusAfterData { .. }) {
+        let m = &*self.inner;
+        match &event.kind {
             // Told after the action's `stopped`: not a step of a running
             // action (its corrected report is counted by `report_of`), so
             // it must not enter the running map nor the in-flight gauge.
-            return;
+            EventKind::StatusAfterData { .. } => return,
+            // A response arrives only while an attempt is in flight, and
+            // these notes just after it: an `attempt_started` of the same
+            // action came first and entered it in the running map, and
+            // none of them changes its state, so the map is not looked at.
+            EventKind::Response { status, .. } => {
+                inc_series(&m.status_series, usize::from(*status), || {
+                    m.responses
+                        .get_or_create(&StatusLabels { status: *status })
+                        .clone()
+                });
+                return;
+            }
+            EventKind::RetryAfterRepeated { .. }
+            | EventKind::LenientDate { .. }
+            | EventKind::RetryAfterMs { .. }
+            | EventKind::QuotaField { .. } => return,
+            _ => {}
         }
-        let m = &*self.inner;
         let shard = usize::try_from(id % SHARDS as u64).unwrap_or(0);
         let mut running = m.running[shard]
             .lock()
@@ -448,41 +465,7 @@ impl Metrics {
             m.in_flight.inc();
             Running::default()
         });
-        match &event.kind {
-            EventKind::AttemptStarted { attempt, .. } => {
-                let (kind, index) = if *attempt <= 1 {
-                    ("first", 0)
-                } else {
-                    ("retry", 1)
-                };
-                inc_series(&m.attempt_series, index, || {
-                    m.attempts
-                        .get_or_create(&AttemptLabels { attempt: kind })
-                        .clone()
-                });
-            }
-            EventKind::Response { status, .. } => {
-                inc_series(&m.status_series, usize::from(*status), || {
-                    m.responses
-                        .get_or_create(&StatusLabels { status: *status })
-                        .clone()
-                });
-            }
-            EventKind::WaitPlanned { wait, basis, .. } => wait_planned(m, state, *wait, basis),
-            EventKind::Woke { .. } | EventKind::CallerLeft { .. } if state.waiting => {
-                state.waiting = false;
-                m.waiting.dec();
-            }
-            EventKind::HeldOff { .. } => {
-                m.hold_offs
-                    .get_or_create(&HoldOffLabels { result: "stopped" })
-                    .inc();
-            }
-            EventKind::RetryRefused { .. } => {
-                m.throttled.inc();
-            }
-            _ => {}
-        }
+        step(m, state, &event.kind);
     }
 
     /// The caller's request body of action `id` broke: its report is
@@ -620,6 +603,39 @@ impl Observer for Metrics {
 
     fn on_report(&self, id: ActionId, report: &Report) {
         self.report_of(id.0, report);
+    }
+}
+
+/// One step of a running action (`state`, its entry), other than its
+/// responses and its stop.
+fn step(m: &Inner, state: &mut Running, kind: &EventKind) {
+    match kind {
+        EventKind::AttemptStarted { attempt, .. } => {
+            let (kind, index) = if *attempt <= 1 {
+                ("first", 0)
+            } else {
+                ("retry", 1)
+            };
+            inc_series(&m.attempt_series, index, || {
+                m.attempts
+                    .get_or_create(&AttemptLabels { attempt: kind })
+                    .clone()
+            });
+        }
+        EventKind::WaitPlanned { wait, basis, .. } => wait_planned(m, state, *wait, basis),
+        EventKind::Woke { .. } | EventKind::CallerLeft { .. } if state.waiting => {
+            state.waiting = false;
+            m.waiting.dec();
+        }
+        EventKind::HeldOff { .. } => {
+            m.hold_offs
+                .get_or_create(&HoldOffLabels { result: "stopped" })
+                .inc();
+        }
+        EventKind::RetryRefused { .. } => {
+            m.throttled.inc();
+        }
+        _ => {}
     }
 }
 
