@@ -28,7 +28,7 @@ use super::args::ProxyConfig;
 use super::hop;
 use super::log_guard::LogGuard;
 use super::metrics::Metrics;
-use super::relay_body::{BrokeFlag, CallerBody, RelayBody};
+use super::relay_body::{Broke, BrokeFlag, CallerBody, RelayBody};
 use super::reply::{failed, own_outcome, tell, ProxyBody, BAD_REQUEST_BODY, INVALID_STATUS};
 use super::stack::PerRequest;
 use super::start::Started;
@@ -57,7 +57,7 @@ type Action = Instrumented<Oneshot<PerRequest, Request<CallerBody>>>;
 /// What the action's end is answered and logged with.
 struct End {
     guard: LogGuard,
-    broke: BrokeFlag,
+    broke: Option<BrokeFlag>,
     span: Span,
     metrics: Metrics,
     /// `--body-idle-timeout`, and whether the route has a preset.
@@ -132,7 +132,7 @@ impl End {
         // when there is no report).
         let report = guard.slot.take();
         record(&span, report.as_ref());
-        let mut response = match (broke.get(), result) {
+        let mut response = match (broke.as_deref().and_then(Broke::get), result) {
             (Some(broken), _) => {
                 // Whatever the action's end, the caller's body broke first.
                 let text = format!("retry-budget proxy: {broken}\n");

@@ -266,24 +266,37 @@ impl Broke {
 
 /// The caller's request body on its way upstream. Once it fails it keeps
 /// failing (so no copy sent later can end early and look complete), and
-/// its [`Broke`] says why and acts once.
-pub struct CallerBody {
-    inner: Incoming,
-    broke: BrokeFlag,
+/// its [`Broke`] says why and acts once. A body already at its end when
+/// the action starts (a GET's) has nothing left to read and cannot break:
+/// it is let go at once and needs no [`Broke`].
+pub enum CallerBody {
+    /// Still to be read.
+    Reading {
+        /// The caller's body.
+        inner: Incoming,
+        /// Set if it breaks.
+        broke: BrokeFlag,
+    },
+    /// At its end.
+    Ended,
 }
 
 impl std::fmt::Debug for CallerBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallerBody")
-            .field("broke", &self.broke.get())
-            .finish_non_exhaustive()
+        match self {
+            Self::Reading { broke, .. } => f
+                .debug_struct("CallerBody")
+                .field("broke", &broke.get())
+                .finish_non_exhaustive(),
+            Self::Ended => f.write_str("CallerBody::Ended"),
+        }
     }
 }
 
 impl CallerBody {
-    /// Wraps the caller's body.
+    /// Wraps the caller's body, whose break `broke` is told.
     pub fn new(inner: Incoming, broke: BrokeFlag) -> Self {
-        Self { inner, broke }
+        Self::Reading { inner, broke }
     }
 }
 
@@ -295,17 +308,20 @@ impl Body for CallerBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if let Some(broken) = self.broke.get() {
+        let Self::Reading { inner, broke } = &mut *self else {
+            return Poll::Ready(None);
+        };
+        if let Some(broken) = broke.get() {
             return Poll::Ready(Some(Err(broken.clone())));
         }
-        match Pin::new(&mut self.inner).poll_frame(cx) {
+        match Pin::new(inner).poll_frame(cx) {
             Poll::Ready(Some(Err(error))) => {
                 tracing::debug!(
                     target: "retry_budget::proxy",
                     "the caller's request body broke off: {error}"
                 );
                 let broken = BrokenBody(error.to_string());
-                self.broke.set(broken.clone());
+                broke.set(broken.clone());
                 Poll::Ready(Some(Err(broken)))
             }
             Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
@@ -315,10 +331,16 @@ impl Body for CallerBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.broke.get().is_none() && self.inner.is_end_stream()
+        match self {
+            Self::Reading { inner, broke } => broke.get().is_none() && inner.is_end_stream(),
+            Self::Ended => true,
+        }
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        match self {
+            Self::Reading { inner, .. } => inner.size_hint(),
+            Self::Ended => SizeHint::with_exact(0),
+        }
     }
 }

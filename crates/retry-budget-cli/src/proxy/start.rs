@@ -34,8 +34,9 @@ pub struct Started {
     pub span: Span,
     /// Writes its log line once.
     pub guard: LogGuard,
-    /// Set if the caller's body broke.
-    pub broke: BrokeFlag,
+    /// Set if the caller's body broke (none for a body at its end: it
+    /// cannot break).
+    pub broke: Option<BrokeFlag>,
 }
 
 /// What an action is started with, besides its request.
@@ -66,8 +67,7 @@ pub fn start(
         id, cancel, format, ..
     } = setup;
     let slot = ReportSlot::new();
-    let broke = Arc::new(Broke::new(setup.metrics.clone(), id, cancel.clone()));
-    let body = CallerBody::new(body, broke.clone());
+    let (body, broke) = caller_body(body, setup.metrics, id, &cancel);
     let extensions = &mut parts.extensions;
     // The three the layer reads in one entry (each attempt's copy clones
     // one entry for them), then the rare ones: the map the first insert
@@ -107,6 +107,21 @@ pub fn start(
         guard,
         broke,
     }
+}
+
+/// The caller's `body` on its way upstream, and its break flag: none for a
+/// body already at its end (it is let go, nothing to read or to break).
+fn caller_body(
+    body: Incoming,
+    metrics: &Metrics,
+    id: u64,
+    cancel: &CancellationToken,
+) -> (CallerBody, Option<BrokeFlag>) {
+    if http_body::Body::is_end_stream(&body) {
+        return (CallerBody::Ended, None);
+    }
+    let broke = Arc::new(Broke::new(metrics.clone(), id, cancel.clone()));
+    (CallerBody::new(body, broke.clone()), Some(broke))
 }
 
 /// The action's span, its outcome fields filled when it ends.
