@@ -56,7 +56,12 @@ pub struct Setup<'a> {
 }
 
 /// Sets up the action of the upstream request head `parts` (see the
-/// [module docs](self)).
+/// [module docs](self)). Inlined into its one caller, so that the parts of
+/// the [`Started`] it returns are made where [`Relay::new`] takes them,
+/// not made here and copied out.
+///
+/// [`Relay::new`]: super::relay::Relay::new
+#[inline(always)]
 pub fn start(
     mut parts: Parts,
     body: Incoming,
