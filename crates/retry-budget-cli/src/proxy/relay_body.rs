@@ -344,3 +344,20 @@ impl Body for CallerBody {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+
+    /// A caller body at its end is one: nothing to read, no size, and
+    /// read to its end, no frame and no error.
+    #[tokio::test]
+    async fn an_ended_caller_body_reads_as_empty() {
+        let body = CallerBody::Ended;
+        assert!(body.is_end_stream());
+        assert_eq!(body.size_hint().exact(), Some(0));
+        let collected = body.collect().await.unwrap();
+        assert!(collected.to_bytes().is_empty());
+    }
+}

@@ -2,8 +2,8 @@
 //! known: the request's extensions (report slot, cancellation, the
 //! observer's id; on some requests the attempt offset of a proxy's retry
 //! forwarded once, the caller's deadline, the idempotency mark), the
-//! caller's body watched for breaking, the action's span, and its log
-//! guard.
+//! caller's body watched for breaking (unless it is already at its end),
+//! the action's span, and its log guard.
 
 use std::sync::Arc;
 
