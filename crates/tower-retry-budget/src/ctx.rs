@@ -148,9 +148,9 @@ impl<S, B> Ctx<S, B> {
         }
         if let Some(budget) = &self.config.budget {
             if effects.deposit {
-                budget.0.deposit();
+                budget.deposit(&mut self.clock);
             }
-            if effects.withdraw && !budget.0.withdraw() {
+            if effects.withdraw && !budget.withdraw(&mut self.clock) {
                 decision = self.extras.step(action, now, Action::retry_refused);
             }
         }
