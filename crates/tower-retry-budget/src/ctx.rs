@@ -154,7 +154,11 @@ impl<S, B> Ctx<S, B> {
                 decision = self.extras.step(action, now, Action::retry_refused);
             }
         }
-        self.extras.effects(&effects, &mut self.clock);
+        // A deposit or a withdrawal alone is the budget's: the extras hear
+        // the holds.
+        if effects.hold_until.is_some() || effects.quota_hold_until.is_some() {
+            self.extras.effects(&effects, &mut self.clock);
+        }
         decision
     }
 
