@@ -29,13 +29,14 @@ use tokio::time::Instant;
 /// tokio's clock: in [`call`](tower::Service::call) only when an extra
 /// needs one (a hold-off compared with now, a pacer's or the client
 /// budget's own clock: see [`instant`](Self::instant)), otherwise when its
-/// response future first arms a timer or hands an origin to a report slot. Until then every step
-/// happens at elapsed zero: a future that is polled again has armed a timer
-/// before returning `Pending` (so its origin was read in its first poll,
-/// whose steps all happen at zero anyway). After that, each poll reads the
-/// clock at most once, when a step first needs the time, and every step of
-/// that poll happens at that reading. So a request that answers at its
-/// first poll never reads the clock, and one that waits reads it once per
+/// response future first arms a timer or hands an origin to a report
+/// slot. Until then every step happens at elapsed zero: a future that is
+/// polled again has armed a timer before returning `Pending` (so its origin
+/// was read by then, and the steps before happened at zero anyway). After
+/// that, each poll reads the clock at most once, when a step first needs
+/// the time, and every step of that poll happens at that reading. So a
+/// request that answers at its first poll, with no extra needing an
+/// instant, never reads the clock, and one that waits reads it once per
 /// poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Clock {
