@@ -8,6 +8,8 @@ use retry_budget::ratio::{Ratio, RatioBudget, RatioError};
 use tokio::time::Instant;
 use tower::retry::budget::Budget;
 
+use crate::clock::Clock;
+
 /// A retry budget shared by all actions of a client, with exact arithmetic
 /// and tokio's clock, bounding retries to a ratio of first attempts.
 /// Clones share one budget.
@@ -124,12 +126,24 @@ impl Default for ClientBudget {
 
 impl Budget for ClientBudget {
     fn deposit(&self) {
-        let now = self.elapsed();
-        self.lock().deposit(now);
+        self.deposit_at(Instant::now());
     }
 
     fn withdraw(&self) -> bool {
-        let now = self.elapsed();
+        self.withdraw_at(Instant::now())
+    }
+}
+
+impl ClientBudget {
+    /// [`deposit`](Budget::deposit) at `now` (a reading the caller took).
+    fn deposit_at(&self, now: Instant) {
+        let now = now.saturating_duration_since(self.origin);
+        self.lock().deposit(now);
+    }
+
+    /// [`withdraw`](Budget::withdraw) at `now` (a reading the caller took).
+    fn withdraw_at(&self, now: Instant) -> bool {
+        let now = now.saturating_duration_since(self.origin);
         self.lock().withdraw(now)
     }
 }
@@ -146,8 +160,43 @@ impl fmt::Debug for ClientBudget {
 }
 
 /// The budget a layer holds: any [`Budget`], shared by the layer's clones.
+/// A [`ClientBudget`] is kept as itself, to be told the action's reading of
+/// the clock instead of reading it again.
 #[derive(Clone)]
-pub(crate) struct SharedBudget(pub(crate) Arc<dyn Budget + Send + Sync>);
+pub(crate) enum SharedBudget {
+    /// This crate's.
+    Client(ClientBudget),
+    /// Any other, which reads its own clock.
+    Other(Arc<dyn Budget + Send + Sync>),
+}
+
+impl SharedBudget {
+    /// `budget`, kept as a [`ClientBudget`] if it is one.
+    pub(crate) fn new<B: Budget + Send + Sync + 'static>(budget: B) -> Self {
+        let any: &dyn std::any::Any = &budget;
+        match any.downcast_ref::<ClientBudget>() {
+            Some(client) => Self::Client(client.clone()),
+            None => Self::Other(Arc::new(budget)),
+        }
+    }
+
+    /// A first attempt is sent, in the step whose time `clock` holds.
+    pub(crate) fn deposit(&self, clock: &mut Clock) {
+        match self {
+            Self::Client(budget) => budget.deposit_at(clock.instant()),
+            Self::Other(budget) => budget.deposit(),
+        }
+    }
+
+    /// A retry is planned, in the step whose time `clock` holds: whether
+    /// the budget pays for it.
+    pub(crate) fn withdraw(&self, clock: &mut Clock) -> bool {
+        match self {
+            Self::Client(budget) => budget.withdraw_at(clock.instant()),
+            Self::Other(budget) => budget.withdraw(),
+        }
+    }
+}
 
 impl fmt::Debug for SharedBudget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -26,15 +26,17 @@ use tokio::time::Instant;
 /// Where an action's elapsed zero lies on tokio's clock, read lazily.
 ///
 /// An action's elapsed zero is the first moment it needs an instant on
-/// tokio's clock: in [`call`](tower::Service::call) only when a hold-off
-/// must be compared with now, otherwise when its response future first arms
-/// a timer or hands an origin to a report slot. Until then every step
-/// happens at elapsed zero: a future that is polled again has armed a timer
-/// before returning `Pending` (so its origin was read in its first poll,
-/// whose steps all happen at zero anyway). After that, each poll reads the
-/// clock at most once, when a step first needs the time, and every step of
-/// that poll happens at that reading. So a request that answers at its
-/// first poll never reads the clock, and one that waits reads it once per
+/// tokio's clock: in [`call`](tower::Service::call) only when an extra
+/// needs one (a hold-off compared with now, a pacer's or the client
+/// budget's own clock: see [`instant`](Self::instant)), otherwise when its
+/// response future first arms a timer or hands an origin to a report
+/// slot. Until then every step happens at elapsed zero: a future that is
+/// polled again has armed a timer before returning `Pending` (so its origin
+/// was read by then, and the steps before happened at zero anyway). After
+/// that, each poll reads the clock at most once, when a step first needs
+/// the time, and every step of that poll happens at that reading. So a
+/// request that answers at its first poll, with no extra needing an
+/// instant, never reads the clock, and one that waits reads it once per
 /// poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Clock {
@@ -108,16 +110,38 @@ impl Clock {
     /// The instant of elapsed zero, if it was read: not yet, every step
     /// so far happened in the call that opened the action, with nothing
     /// waited (see the type's doc).
+    #[cfg(test)]
     pub(crate) const fn origin_read(&self) -> Option<Instant> {
         self.origin
     }
 
-    /// The instant of elapsed zero, read now if it was not yet.
+    /// The instant of elapsed zero, read now if it was not yet (this
+    /// poll's reading is then that instant: elapsed zero).
     pub(crate) fn origin(&mut self) -> Instant {
         match self.origin {
             Some(origin) => origin,
-            None => *self.origin.insert(Instant::now()),
+            None => {
+                self.reading = (0, 0);
+                *self.origin.insert(Instant::now())
+            }
         }
+    }
+
+    /// This step's instant on tokio's clock: the origin plus this poll's
+    /// reading (each read on first use, the origin being then this poll's
+    /// reading). For a part that keeps time from an origin of its own (a
+    /// pacer, the client budget): every step of a poll, the action's own
+    /// included, happens at one reading of the clock.
+    pub(crate) fn instant(&mut self) -> Instant {
+        let origin = self.origin();
+        if self.reading == (0, 0) {
+            // Elapsed zero (the call that opened the action, say).
+            return origin;
+        }
+        let elapsed = self.now();
+        // Beyond the range only past the reading's saturation (see the
+        // type's doc): read afresh then.
+        instant_at(origin, elapsed).unwrap_or_else(Instant::now)
     }
 
     /// Elapsed time at `at`; zero for an instant before the origin.
@@ -223,6 +247,25 @@ mod tests {
         assert_eq!(clock.elapsed(), Duration::ZERO);
         tokio::time::advance(Duration::from_secs(5)).await;
         assert_eq!(clock.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_instant_per_poll_the_origin_first() {
+        let mut clock = Clock::unread();
+        let origin = Instant::now();
+        assert_eq!(clock.instant(), origin, "the origin, read now");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(clock.instant(), origin, "the same poll, the same reading");
+        assert_eq!(clock.now(), Duration::ZERO);
+        clock.new_poll();
+        assert_eq!(clock.instant(), origin + Duration::from_secs(2));
+        assert_eq!(clock.now(), Duration::from_secs(2));
+        // The origin read in a later poll is that poll's reading.
+        let mut later = Clock::unread();
+        later.new_poll();
+        assert_eq!(later.at(Duration::ZERO), Some(Instant::now()));
+        assert_eq!(later.instant(), Instant::now());
+        assert_eq!(later.now(), Duration::ZERO);
     }
 
     #[tokio::test(start_paused = true)]

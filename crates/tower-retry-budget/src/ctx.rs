@@ -148,13 +148,17 @@ impl<S, B> Ctx<S, B> {
         }
         if let Some(budget) = &self.config.budget {
             if effects.deposit {
-                budget.0.deposit();
+                budget.deposit(&mut self.clock);
             }
-            if effects.withdraw && !budget.0.withdraw() {
+            if effects.withdraw && !budget.withdraw(&mut self.clock) {
                 decision = self.extras.step(action, now, Action::retry_refused);
             }
         }
-        self.extras.effects(&effects, &mut self.clock);
+        // A deposit or a withdrawal alone is the budget's: the extras hear
+        // the holds.
+        if effects.hold_until.is_some() || effects.quota_hold_until.is_some() {
+            self.extras.effects(&effects, &mut self.clock);
+        }
         decision
     }
 

@@ -103,7 +103,9 @@ pub(crate) trait ActionExtra: Send + Sync {
         false
     }
 
-    /// What the core says is due to the state the client shares.
+    /// What the core says is due to the state the client shares, told
+    /// when it holds a hold-off (a deposit or withdrawal alone is the
+    /// layer's client budget's).
     fn effects(&mut self, _effects: &ClientEffects, _clock: &mut Clock) {}
 
     /// An attempt is about to be sent with these extensions.

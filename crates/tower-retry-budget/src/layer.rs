@@ -229,7 +229,7 @@ impl RetryBudgetLayer {
     where
         B: Budget + Send + Sync + 'static,
     {
-        self.with(|c| c.budget = Some(SharedBudget(Arc::new(budget))))
+        self.with(|c| c.budget = Some(SharedBudget::new(budget)))
     }
 
     /// Makes later first attempts to a service honour a `Retry-After` that

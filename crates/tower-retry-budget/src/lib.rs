@@ -78,8 +78,9 @@
 //! [`Action`](retry_budget::Action) in its future, whose trail allocates
 //! only once it holds more than a first answer (or is read event by
 //! event). It reads the clock only once it needs an instant (to arm a
-//! timer, or for a hold-off), then once per poll that tells the core
-//! something: one that answers at its first poll reads it not at all. Its
+//! timer, or for a hold-off, a pacer or a client budget, which share that
+//! reading), then once per poll that tells the core something: one that
+//! answers at its first poll, with none of those, reads it not at all. Its
 //! per-attempt timer is created only if the attempt is still pending when
 //! first polled. The report the caller gets by default is most of what remains;
 //! [`ReportMode::WhenRetried`] leaves it out of responses that needed no

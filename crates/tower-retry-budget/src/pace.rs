@@ -70,7 +70,7 @@ use retry_budget::{Action, Answer};
 use tokio::time::Instant;
 
 use crate::clock::{elapsed_since, instant_at, Clock};
-use crate::extra::{ActionExtra, BeforeFirst, Extra};
+use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
 #[cfg(feature = "redis")]
 use crate::hold_off::{RedisAllowance, StoreHealth};
 
@@ -324,6 +324,11 @@ impl Pacing {
         elapsed_since(self.origin())
     }
 
+    /// The pacers' elapsed time at `at` (zero before their origin).
+    fn since(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.origin())
+    }
+
     /// Runs `f` on the pacer of `key`, made if there is room; with it,
     /// the pacer's slot, for the action to use again without the map.
     fn with_pacer<T>(&self, key: &Arc<str>, f: impl FnOnce(&mut Pacer) -> T) -> Option<(T, Slot)> {
@@ -343,7 +348,6 @@ impl Extra for Pacing {
             pacing: self.clone(),
             key,
             slot: None,
-            opened_at: None,
             admission: None,
             retry: None,
             sent_at: None,
@@ -362,8 +366,6 @@ struct Paced {
     key: Arc<str>,
     /// Its upstream's pacer, once looked up.
     slot: Option<Slot>,
-    /// The time read before its first attempt, until that is sent.
-    opened_at: Option<Duration>,
     /// The start recorded for its first attempt (the instant admitted),
     /// until it is sent.
     admission: Option<Duration>,
@@ -379,11 +381,20 @@ struct Paced {
 }
 
 impl ActionExtra for Paced {
+    /// Not the caller's leaving, the effects on the client, nor the
+    /// report: it is not called at those.
+    fn moments(&self) -> Moments {
+        Moments::BEFORE_FIRST
+            .and(Moments::ATTEMPT)
+            .and(Moments::HEAD)
+            .and(Moments::ANSWER)
+    }
+
     /// The pacer admits the first attempt; a later instant is told to the
     /// core, which decides whether it waits or is never sent.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        let now = self.pacing.now();
-        self.opened_at = Some(now);
+        // The action's own reading of the clock (its origin, read now).
+        let now = self.pacing.since(clock.instant());
         let Some(admission) = self.with_pacer(|pacer| pacer.admit(now)) else {
             return BeforeFirst::default();
         };
@@ -462,13 +473,9 @@ impl ActionExtra for Paced {
     }
 
     fn attempt(&mut self, _extensions: &mut Extensions, _action: &Action, clock: &mut Clock) {
-        // Sent in the call that opened the action (its clock not read yet:
-        // nothing waited), at the time read then, as every step of that
-        // call happens at one reading.
-        let now = match self.opened_at.take() {
-            Some(opened_at) if clock.origin_read().is_none() => opened_at,
-            _ => self.pacing.now(),
-        };
+        // At the step's reading: sent in the call that opened the action,
+        // the one read before the first attempt.
+        let now = self.pacing.since(clock.instant());
         self.sent_at = Some(now);
         // Sent: the recorded start moves to the instant it was sent.
         if let Some(at) = self.admission.take().or_else(|| self.retry.take()) {
