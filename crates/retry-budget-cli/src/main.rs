@@ -22,7 +22,11 @@ mod proxy;
 mod replay;
 
 /// mimalloc: measured to cost the proxy fewer instructions per request
-/// than the system allocator (`BENCHMARKS.md`, "Sidecar proxy").
+/// than the system allocator (`BENCHMARKS.md`, "Sidecar proxy"). Its 2.x
+/// series (the crate's `v2` feature): 3.x's aligned allocation, which
+/// Rust's `GlobalAlloc` always asks for, takes a slower path for most size
+/// classes whenever a class has no free block at hand (`BENCHMARKS.md`,
+/// issue 37's seventh round).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
