@@ -28,7 +28,7 @@ use super::args::ProxyConfig;
 use super::hop;
 use super::log_guard::LogGuard;
 use super::metrics::Metrics;
-use super::relay_body::{Broke, BrokeFlag, CallerBody, RelayBody};
+use super::relay_body::{Broke, BrokeFlag, CallerBody, Ending, OnEnd, RelayBody};
 use super::reply::{failed, own_outcome, tell, ProxyBody, BAD_REQUEST_BODY, INVALID_STATUS};
 use super::stack::PerRequest;
 use super::start::Started;
@@ -47,14 +47,18 @@ pin_project! {
         // report before the guard writes the log line from it.
         #[pin]
         action: Option<Action>,
-        end: Option<End>,
+        // Boxed from the start: the handler's future, moved whole several
+        // times, carries a pointer rather than the end's parts, and the
+        // same box is the relayed body's [`OnEnd`] at the end.
+        end: Option<Box<End>>,
     }
 }
 
 /// The layer's future, in the action's span.
 type Action = Instrumented<Oneshot<PerRequest, Request<CallerBody>>>;
 
-/// What the action's end is answered and logged with.
+/// What the action's end is answered and logged with; then, for a
+/// relayed response, what its body's end is logged with (the report).
 struct End {
     guard: LogGuard,
     broke: Option<BrokeFlag>,
@@ -62,6 +66,18 @@ struct End {
     metrics: Metrics,
     /// `--body-idle-timeout`, and whether the route has a preset.
     ends: (Duration, bool),
+    /// The core's report, once the action has ended.
+    report: Option<Report>,
+}
+
+impl OnEnd for End {
+    fn end(mut self: Box<Self>, ending: Ending) {
+        self.metrics.body_ended(ending.as_str());
+        let end = &mut *self;
+        if let Some(report) = &end.report {
+            end.guard.log(report, Some(ending));
+        }
+    }
 }
 
 impl Relay {
@@ -82,13 +98,14 @@ impl Relay {
             .instrument(span.clone());
         Self {
             action: Some(action),
-            end: Some(End {
+            end: Some(Box::new(End {
                 guard,
                 broke,
                 span,
                 metrics: metrics.clone(),
                 ends: (config.body_idle_timeout, route.config.preset.is_some()),
-            }),
+                report: None,
+            })),
         }
     }
 }
@@ -115,33 +132,30 @@ impl Future for Relay {
 impl End {
     /// The caller's answer to the action's `result`, logged: the
     /// upstream's final response, relayed and logged when its body ends,
-    /// or the proxy's own answer (see the [module docs](self)). Each part
-    /// is moved once, into the answer.
+    /// or the proxy's own answer (see the [module docs](self)). The end's
+    /// box becomes the relayed body's [`OnEnd`].
     #[inline(always)]
-    fn answer(self, result: <Action as Future>::Output) -> Response<ProxyBody> {
-        let Self {
-            mut guard,
-            broke,
-            span,
-            metrics,
-            ends: (idle, preset),
-        } = self;
+    fn answer(mut self: Box<Self>, result: <Action as Future>::Output) -> Response<ProxyBody> {
         // Taken, not copied: from here on the report is passed along, and
         // every path below that has one writes the line from it (`guard`'s
         // drop reads the slot only when no line was written, which is only
         // when there is no report).
-        let report = guard.slot.take();
+        let report = self.guard.slot.take();
+        // The span and the break flag go when the answer is made, not
+        // with the body.
+        let span = std::mem::replace(&mut self.span, Span::none());
         record(&span, report.as_ref());
+        let broke = self.broke.take();
         let mut response = match (broke.as_deref().and_then(Broke::get), result) {
             (Some(broken), _) => {
                 // Whatever the action's end, the caller's body broke first.
                 let text = format!("retry-budget proxy: {broken}\n");
                 let status = StatusCode::BAD_REQUEST;
-                return own_end(guard, report, status, &text, BAD_REQUEST_BODY);
+                return own_end(self.guard, report, status, &text, BAD_REQUEST_BODY);
             }
             (None, Err(error)) => {
                 if let Some(report) = &report {
-                    guard.log(report, None);
+                    self.guard.log(report, None);
                 }
                 return failed(&error);
             }
@@ -153,20 +167,15 @@ impl End {
                 response.status()
             );
             let status = StatusCode::BAD_GATEWAY;
-            return own_end(guard, report, status, &text, INVALID_STATUS);
+            return own_end(self.guard, report, status, &text, INVALID_STATUS);
         }
+        let (idle, preset) = self.ends;
         rewrite_head(&mut response, preset);
         // `report` is the slot's for good: the action ended with this
         // response's head, and no layer of this stack corrects a report
         // from the body afterwards.
-        response.map(move |body| {
-            Either::Left(RelayBody::new(body, idle, move |ending| {
-                metrics.body_ended(ending.as_str());
-                if let Some(report) = &report {
-                    guard.log(report, Some(ending));
-                }
-            }))
-        })
+        self.report = report;
+        response.map(move |body| Either::Left(RelayBody::new(body, idle, self)))
     }
 }
 

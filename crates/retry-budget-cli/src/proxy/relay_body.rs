@@ -67,17 +67,21 @@ impl std::fmt::Display for IdleTimeout {
 
 impl std::error::Error for IdleTimeout {}
 
-/// What is told, once, how the body ended.
-type OnEnd = Box<dyn FnOnce(Ending) + Send>;
+/// What is told, once, how the body ended: boxed by its maker (so that
+/// a box it already has can be handed over as is).
+pub trait OnEnd: Send {
+    /// Told how the body ended.
+    fn end(self: Box<Self>, ending: Ending);
+}
 
-/// Calls its `OnEnd` once: with the ending given, or with
+/// Tells its [`OnEnd`] once: with the ending given, or with
 /// [`Ending::CallerGone`] if dropped first.
-struct EndOnce(Option<OnEnd>);
+struct EndOnce(Option<Box<dyn OnEnd>>);
 
 impl EndOnce {
     fn end(&mut self, ending: Ending) {
         if let Some(on_end) = self.0.take() {
-            on_end(ending);
+            on_end.end(ending);
         }
     }
 }
@@ -106,12 +110,8 @@ pin_project! {
 
 impl RelayBody {
     /// Relays `inner`; `on_end` is told how it ended.
-    pub fn new(
-        inner: PeekBody<Incoming>,
-        idle: Duration,
-        on_end: impl FnOnce(Ending) + Send + 'static,
-    ) -> Self {
-        let mut end = EndOnce(Some(Box::new(on_end)));
+    pub fn new(inner: PeekBody<Incoming>, idle: Duration, on_end: Box<dyn OnEnd>) -> Self {
+        let mut end = EndOnce(Some(on_end));
         if inner.is_end_stream() {
             // No body at all (HEAD, 204, 304, an empty one): hyper may not
             // poll it.
