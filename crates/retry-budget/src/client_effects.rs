@@ -40,6 +40,15 @@ impl ClientEffects {
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
     }
+
+    /// Whether it asks to hold later first attempts to the service (a
+    /// [`hold_until`](Self::hold_until) or a
+    /// [`quota_hold_until`](Self::quota_hold_until)), which a shared
+    /// hold-off map publishes; a deposit or a withdrawal alone is the
+    /// client-wide retry budget's.
+    pub fn holds(&self) -> bool {
+        self.hold_until.is_some() || self.quota_hold_until.is_some()
+    }
 }
 
 /// What [`Action::client_effects`](crate::Action::client_effects) has already answered, so that each
@@ -86,5 +95,30 @@ impl Told {
             hold_until,
             quota_hold_until,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_hold_or_a_quota_hold_holds() {
+        let budget_only = ClientEffects {
+            deposit: true,
+            withdraw: true,
+            ..ClientEffects::default()
+        };
+        assert!(!budget_only.holds());
+        let held = ClientEffects {
+            hold_until: Some(Duration::from_secs(3)),
+            ..ClientEffects::default()
+        };
+        assert!(held.holds());
+        let quota = ClientEffects {
+            quota_hold_until: Some(QUOTA_HOLD),
+            ..ClientEffects::default()
+        };
+        assert!(quota.holds());
     }
 }

@@ -156,7 +156,7 @@ impl<S, B> Ctx<S, B> {
         }
         // A deposit or a withdrawal alone is the budget's: the extras hear
         // the holds.
-        if effects.hold_until.is_some() || effects.quota_hold_until.is_some() {
+        if effects.holds() {
             self.extras.effects(&effects, &mut self.clock);
         }
         decision
