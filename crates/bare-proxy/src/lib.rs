@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod floor;
 pub mod hop;
 
 use std::convert::Infallible;
@@ -42,6 +43,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpSocket};
+use tokio_util::sync::CancellationToken;
+
+use floor::Floor;
 
 /// The listen backlog of each worker's socket (as the sidecar's).
 const BACKLOG: u32 = 1024;
@@ -83,11 +87,13 @@ impl FromStr for Upstream {
     }
 }
 
-/// One worker's forwarding: its upstream and its own pooled client.
+/// One worker's forwarding: its upstream and its own pooled client; with
+/// `--floor`, the state its requests share with the other workers'.
 #[derive(Debug)]
 pub struct Proxy {
     upstream: Upstream,
     client: Client<HttpConnector, Incoming>,
+    floor: Option<Arc<Floor>>,
 }
 
 impl Proxy {
@@ -101,7 +107,20 @@ impl Proxy {
             .timer(TokioTimer::new())
             .pool_timer(TokioTimer::new())
             .build(tcp);
-        Self { upstream, client }
+        Self {
+            upstream,
+            client,
+            floor: None,
+        }
+    }
+
+    /// The same proxy doing the least the sidecar's defaults do
+    /// ([`floor`]), sharing `floor` with the other workers.
+    pub fn with_floor(upstream: Upstream, floor: Arc<Floor>) -> Self {
+        Self {
+            floor: Some(floor),
+            ..Self::new(upstream)
+        }
     }
 
     /// Forwards `request` upstream and returns the upstream's response; a
@@ -110,8 +129,28 @@ impl Proxy {
     /// cannot be read).
     pub async fn forward(&self, request: Request<Incoming>) -> Response<ProxyBody> {
         let (mut parts, body) = request.into_parts();
+        if let Err(refused) = self.prepare(&mut parts) {
+            return answer(refused);
+        }
+        match self.client.request(Request::from_parts(parts, body)).await {
+            Ok(response) => {
+                let (mut parts, body) = response.into_parts();
+                hop::strip(&mut parts.headers);
+                // The version is this hop's: hyper writes its own.
+                parts.version = Version::default();
+                Response::from_parts(parts, Either::Left(body))
+            }
+            Err(_) => answer(StatusCode::BAD_GATEWAY),
+        }
+    }
+}
+
+impl Proxy {
+    /// The request head rewritten for the upstream, or the status it is
+    /// refused with.
+    fn prepare(&self, parts: &mut http::request::Parts) -> Result<(), StatusCode> {
         if parts.method == Method::CONNECT {
-            return answer(StatusCode::METHOD_NOT_ALLOWED);
+            return Err(StatusCode::METHOD_NOT_ALLOWED);
         }
         hop::strip(&mut parts.headers);
         let mut uri = http::uri::Parts::default();
@@ -124,22 +163,56 @@ impl Proxy {
                 .cloned()
                 .unwrap_or_else(|| PathAndQuery::from_static("/")),
         );
-        parts.uri = match Uri::from_parts(uri) {
-            Ok(uri) => uri,
-            Err(_) => return answer(StatusCode::BAD_REQUEST),
-        };
+        parts.uri = Uri::from_parts(uri).map_err(|_| StatusCode::BAD_REQUEST)?;
         parts.headers.insert(HOST, self.upstream.host.clone());
         parts.version = Version::HTTP_11;
-        match self.client.request(Request::from_parts(parts, body)).await {
-            Ok(response) => {
+        Ok(())
+    }
+
+    /// As [`forward`](Self::forward), doing on the way what [`floor`]
+    /// lists: its attempt bounded by the core's deadline, and stopped when
+    /// `cancel` (the connection's drain token) fires.
+    pub async fn forward_floor(
+        &self,
+        floor: &Floor,
+        request: Request<Incoming>,
+        cancel: CancellationToken,
+    ) -> Response<ProxyBody> {
+        let received = tokio::time::Instant::now();
+        let (mut parts, body) = request.into_parts();
+        if let Err(refused) = self.prepare(&mut parts) {
+            return answer(refused);
+        }
+        let (method, url) = (parts.method.clone(), parts.uri.clone());
+        let started = floor.start(received);
+        started.mark(&mut parts.headers);
+        // What a retry would be sent from, kept until the answer.
+        let copy = parts.clone();
+        let sent = tokio::time::timeout(
+            started.reserved,
+            self.client.request(Request::from_parts(parts, body)),
+        );
+        let result = tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            result = sent => Some(result),
+        };
+        drop(copy);
+        let (response, report) = match result {
+            Some(Ok(Ok(response))) => {
                 let (mut parts, body) = response.into_parts();
                 hop::strip(&mut parts.headers);
-                // The version is this hop's: hyper writes its own.
                 parts.version = Version::default();
-                Response::from_parts(parts, Either::Left(body))
+                let report = started.respond(parts.status.as_u16(), &parts.headers);
+                floor::tell(&mut parts.headers, &report);
+                (Response::from_parts(parts, Either::Left(body)), report)
             }
-            Err(_) => answer(StatusCode::BAD_GATEWAY),
-        }
+            Some(Ok(Err(_))) => (answer(StatusCode::BAD_GATEWAY), started.fail(false)),
+            Some(Err(_)) => (answer(StatusCode::GATEWAY_TIMEOUT), started.fail(true)),
+            None => (answer(StatusCode::SERVICE_UNAVAILABLE), started.fail(false)),
+        };
+        floor::log(&method, &url, &report);
+        response
     }
 }
 
@@ -191,6 +264,9 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) -> io::Re
     listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(listener)?;
     let builder = auto::Builder::new(TokioExecutor::new());
+    // The worker's drain token (`--floor`): never fired, watched as the
+    // sidecar watches its own.
+    let drain = CancellationToken::new();
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -204,6 +280,24 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) -> io::Re
         };
         let _ = stream.set_nodelay(true);
         let proxy = proxy.clone();
+        if let Some(floor) = proxy.floor.clone() {
+            // Each connection's drain token, a child of the worker's.
+            let token = drain.child_token();
+            let service = service_fn(move |request| {
+                let (proxy, floor, token) = (proxy.clone(), floor.clone(), token.clone());
+                async move {
+                    let response = proxy.forward_floor(&floor, request, token).await;
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let connection = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
+            tokio::spawn(async move {
+                let _ = connection.await;
+            });
+            continue;
+        }
         let service = service_fn(move |request| {
             let proxy = proxy.clone();
             async move { Ok::<_, Infallible>(proxy.forward(request).await) }
@@ -222,7 +316,7 @@ pub async fn serve(listener: std::net::TcpListener, proxy: Arc<Proxy>) -> io::Re
 /// Serves `listen` with `workers` threads, each a current-thread runtime
 /// on a socket of its own with a [`Proxy`] of its own, until the process
 /// is killed; returns only if a worker cannot start.
-pub fn run(listen: SocketAddr, upstream: &Upstream, workers: usize) -> io::Result<()> {
+pub fn run(listen: SocketAddr, upstream: &Upstream, workers: usize, floor: bool) -> io::Result<()> {
     let listeners = {
         let binder = tokio::runtime::Builder::new_current_thread()
             .enable_io()
@@ -238,12 +332,20 @@ pub fn run(listen: SocketAddr, upstream: &Upstream, workers: usize) -> io::Resul
         "bare-proxy: listening on {at} (HTTP/1.1, h2c; {workers} worker(s)), upstream {}://{}",
         upstream.scheme, upstream.authority
     );
+    let shared = floor.then(|| Arc::new(Floor::new()));
     let mut threads = Vec::with_capacity(workers);
     for (index, listener) in listeners.into_iter().enumerate() {
-        let proxy = Arc::new(Proxy::new(upstream.clone()));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let mut runtime = tokio::runtime::Builder::new_current_thread();
+        runtime.enable_all();
+        let proxy = match &shared {
+            Some(shared) => {
+                runtime.on_thread_park(floor::flush);
+                Proxy::with_floor(upstream.clone(), shared.clone())
+            }
+            None => Proxy::new(upstream.clone()),
+        };
+        let proxy = Arc::new(proxy);
+        let runtime = runtime.build()?;
         threads.push(
             std::thread::Builder::new()
                 .name(format!("bare-proxy-worker-{index}"))

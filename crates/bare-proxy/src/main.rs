@@ -28,11 +28,16 @@ struct Args {
     /// own.
     #[arg(long, default_value_t = NonZeroUsize::MIN)]
     workers: NonZeroUsize,
+    /// Do, on the happy path, the least the sidecar's defaults do for
+    /// every request (the library's `floor` module): a benchmark's floor,
+    /// not a proxy to run.
+    #[arg(long)]
+    floor: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    match bare_proxy::run(args.listen, &args.upstream, args.workers.get()) {
+    match bare_proxy::run(args.listen, &args.upstream, args.workers.get(), args.floor) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bare-proxy: {e}");

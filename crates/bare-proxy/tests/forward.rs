@@ -1,9 +1,12 @@
 //! The bare proxy (the binary, two workers) forwards a GET to a loopback
-//! hyper server and relays its answer (real sockets on 127.0.0.1).
+//! hyper server and relays its answer (real sockets on 127.0.0.1); with
+//! `--floor`, doing what its module lists on the way.
 
 use std::convert::Infallible;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
@@ -31,8 +34,10 @@ async fn echo(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infal
     Ok(response)
 }
 
-#[tokio::test]
-async fn forwards_a_get_and_relays_the_answer() {
+/// An echo upstream on loopback, and the proxy (two workers, `--floor`
+/// if asked) in front of it: its process, its address, the upstream's,
+/// and the proxy's stderr lines after the first, as they come.
+async fn proxy(floor: bool) -> (Killed, String, std::net::SocketAddr, Receiver<String>) {
     let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let upstream_addr = upstream.local_addr().unwrap();
     tokio::spawn(async move {
@@ -45,16 +50,16 @@ async fn forwards_a_get_and_relays_the_answer() {
         }
     });
 
-    let mut proxy = Killed(
-        Command::new(env!("CARGO_BIN_EXE_bare-proxy"))
-            .args(["--listen", "127.0.0.1:0", "--workers", "2", "--upstream"])
-            .arg(format!("http://{upstream_addr}"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bare-proxy"));
+    command
+        .args(["--listen", "127.0.0.1:0", "--workers", "2", "--upstream"])
+        .arg(format!("http://{upstream_addr}"));
+    if floor {
+        command.arg("--floor");
+    }
+    let mut proxy = Killed(command.stderr(Stdio::piped()).spawn().unwrap());
     // "bare-proxy: listening on ADDR (...": the port the system chose.
-    // Kept open to the end: the proxy may write more.
+    // Read to the end: the proxy may write more.
     let mut stderr = BufReader::new(proxy.0.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
@@ -63,7 +68,20 @@ async fn forwards_a_get_and_relays_the_answer() {
         .nth(3)
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_owned();
+    let (lines, more) = channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (proxy, proxy_addr, upstream_addr, more)
+}
 
+#[tokio::test]
+async fn forwards_a_get_and_relays_the_answer() {
+    let (_proxy, proxy_addr, upstream_addr, _) = proxy(false).await;
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let request = Request::get(format!("http://{proxy_addr}/a/path?q=1"))
         .header("x-caller", "kept")
@@ -91,6 +109,34 @@ async fn forwards_a_get_and_relays_the_answer() {
             .iter()
             .any(|f| f.starts_with("x-secret") || f.starts_with("connection")),
         "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn with_floor_it_also_numbers_the_attempt_tells_the_outcome_and_logs_the_action() {
+    let (_proxy, proxy_addr, _, stderr) = proxy(true).await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let request = Request::get(format!("http://{proxy_addr}/floor"))
+        .body(Empty::new())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+
+    assert_eq!(response.status(), StatusCode::CREATED);
+    assert_eq!(response.headers()["retry-budget-attempts"], "1");
+    assert_eq!(response.headers()["retry-budget-outcome"], "success");
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let seen = String::from_utf8(body.to_vec()).unwrap();
+    assert!(seen.starts_with("GET /floor\n"), "{seen}");
+    assert!(seen.contains("\nretry-budget-attempt: 1\n"), "{seen}");
+    // Written when the worker parks, which it does once idle.
+    let line = stderr
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a log line");
+    assert!(line.starts_with("ts="), "{line}");
+    assert!(
+        line.contains(" method=GET url=http://")
+            && line.contains("/floor outcome=success attempts=1 status=201 "),
+        "{line}"
     );
 }
 
