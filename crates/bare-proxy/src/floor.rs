@@ -18,6 +18,8 @@
 //!   workers;
 //! * the hold-off: the upstream's hold read (one read lock), set from a
 //!   429's `Retry-After`;
+//! * pacing: the upstream's announced quota read before the attempt (one
+//!   read lock), and looked for in every response (a few header fields);
 //! * the attempt number on the upstream request, the attempts and the
 //!   outcome on the caller's response;
 //! * metrics (`prometheus-client`): responses by status, actions by
@@ -27,8 +29,8 @@
 //!   parks (as the sidecar's), its numbers written with `itoa`, not
 //!   `fmt`.
 //!
-//! Not a proxy to run: a 429 is relayed, not retried, and a hold is
-//! recorded, not waited out. Only what every successful request costs is
+//! Not a proxy to run: a 429 is relayed, not retried, and a hold or a
+//! quota is recorded, not waited out. Only what every successful request costs is
 //! here.
 
 use std::cell::RefCell;
@@ -56,6 +58,15 @@ const ATTEMPTS: HeaderName = HeaderName::from_static("retry-budget-attempts");
 /// `retry-budget-outcome`, on the caller's response.
 const OUTCOME: HeaderName = HeaderName::from_static("retry-budget-outcome");
 
+/// The quota fields pacing looks for (the IETF draft's, and the usual
+/// providers').
+const QUOTA_FIELDS: [HeaderName; 4] = [
+    HeaderName::from_static("ratelimit"),
+    HeaderName::from_static("ratelimit-remaining"),
+    HeaderName::from_static("x-ratelimit-remaining"),
+    HeaderName::from_static("x-ratelimit-remaining-requests"),
+];
+
 /// A worker's log buffer is written once it holds this many bytes.
 const FLUSH_AT: usize = 16 * 1024;
 
@@ -72,6 +83,8 @@ pub struct Floor {
     /// `origin`.
     held: RwLock<Option<Duration>>,
     origin: Instant,
+    /// The requests the upstream last said are left in its window.
+    remaining: RwLock<Option<u64>>,
     metrics: Metrics,
 }
 
@@ -129,6 +142,7 @@ impl Floor {
             budget: TpsBudget::new(Duration::from_secs(10), 10, 0.2),
             held: RwLock::new(None),
             origin: Instant::now(),
+            remaining: RwLock::new(None),
             metrics: Metrics {
                 _registry: registry,
                 ..metrics
@@ -140,6 +154,11 @@ impl Floor {
     pub fn start(&self, received: Instant) -> Started<'_> {
         let held = *self.held.read().unwrap_or_else(PoisonError::into_inner);
         let _ = held.is_some_and(|until| until > received.duration_since(self.origin));
+        let remaining = *self
+            .remaining
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let _ = remaining == Some(0);
         self.budget.deposit();
         self.metrics.in_flight.inc();
         let mut action = Action::new(self.policy.clone());
@@ -178,6 +197,16 @@ impl Started<'_> {
             Some(value) => RetryAfter::parse_bytes(value.as_bytes()),
             None => RetryAfter::Missing,
         };
+        // One pass over the fields (a response has few), no lookups.
+        let announced = headers.iter().find(|(name, _)| QUOTA_FIELDS.contains(name));
+        if let Some(left) = announced.and_then(|(_, v)| v.to_str().ok()?.parse().ok()) {
+            let mut remaining = self
+                .floor
+                .remaining
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            *remaining = Some(left);
+        }
         let now = self.received.elapsed();
         let _ = self.action.respond(now, Answer::new(status, &retry_after));
         if status == 429 {
