@@ -2,9 +2,11 @@
 # Throughput and added latency of `retry-budget proxy` beside nginx
 # `proxy_pass`, HAProxy and the bare hyper proxy of its shape (`bare-proxy`,
 # crates/bare-proxy: the floor of its stack), all in front of the same nginx
-# upstream (`return 200`), on loopback; and `retry-budget proxy` serving ten
+# upstream (`return 200`), on loopback; `retry-budget proxy` serving ten
 # routes from a config file (five by host, five by path prefix; the one
-# loaded is the last one looked at), to compare with its one route.
+# loaded is the last one looked at), to compare with its one route; and the
+# bare proxy with `--floor` (the least work the proxy's defaults require,
+# crates/bare-proxy/src/floor.rs), to compare ours' own work with.
 # BENCHMARKS.md ("Sidecar proxy") records its runs and says how to read them.
 #
 #   bash crates/retry-budget-cli/benches/proxy-throughput.sh
@@ -22,7 +24,7 @@
 #   NO_INSTALL=1     do not install the packages
 #
 # It installs wrk, nginx, HAProxy and hey with apt-get (through sudo when not
-# root), builds the release binaries, starts everything on 127.0.0.1:18480-18488
+# root), builds the release binaries, starts everything on 127.0.0.1:18480-18489
 # under a temporary directory, and stops all it started on exit.
 set -euo pipefail
 
@@ -74,6 +76,7 @@ NGINX_LOGGED=18485
 BARE=18486
 ROUTES=18487
 ROUTES_ADMIN=18488
+FLOOR=18489
 
 mkdir -p "$dir/up/logs" "$dir/px/logs" "$dir/pxl/logs"
 # The upstream: one worker, as in the issue's and BENCHMARKS.md's runs.
@@ -159,6 +162,10 @@ pids+=($!)
 "$bare" --upstream "http://127.0.0.1:$UPSTREAM" --listen "127.0.0.1:$BARE" \
     --workers "$WORKERS" 2>"$dir/bare.stderr" &
 pids+=($!)
+# Its log lines to a file, as the proxy's.
+"$bare" --upstream "http://127.0.0.1:$UPSTREAM" --listen "127.0.0.1:$FLOOR" \
+    --workers "$WORKERS" --floor 2>"$dir/floor.log" &
+pids+=($!)
 # Ten routes to the same upstream, defaults otherwise: five by host
 # (h0.test ... h4.test), five by prefix (/r0 ... /r4). wrk's requests
 # (`Host: 127.0.0.1:18487`, path /r4/) are looked up against every host
@@ -177,7 +184,7 @@ pids+=($!)
 "$bin" proxy --config "$dir/routes.toml" 2>"$dir/routes.log" &
 pids+=($!)
 
-for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED $BARE $ROUTES/r4; do
+for port in $UPSTREAM $NGINX $HAPROXY $OURS $NGINX_LOGGED $BARE $FLOOR $ROUTES/r4; do
     for _ in $(seq 100); do
         curl -fsS -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && break
         sleep 0.1
@@ -193,7 +200,7 @@ done
 # CPU time (user and system, clock ticks, threads and worker processes
 # included) read from /proc: what a request costs the target itself,
 # whatever else the machine runs.
-procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[5]}" "${pids[4]}" "${pids[2]}" "${pids[6]}")
+procs=("${pids[0]}" "${pids[1]}" "${pids[3]}" "${pids[5]}" "${pids[4]}" "${pids[2]}" "${pids[7]}" "${pids[6]}")
 hz=$(getconf CLK_TCK)
 cpu_ticks() {
     local all=("$1") kids
@@ -203,10 +210,10 @@ cpu_ticks() {
         awk '{u += $1; s += $2} END {print u + 0, s + 0}'
 }
 
-names=("nginx directly" "nginx proxy_pass" "HAProxy" "bare hyper proxy" "retry-budget proxy" "nginx proxy_pass, access log" "retry-budget proxy, 10 routes")
-ports=($UPSTREAM $NGINX $HAPROXY $BARE $OURS $NGINX_LOGGED $ROUTES/r4)
+names=("nginx directly" "nginx proxy_pass" "HAProxy" "bare hyper proxy" "retry-budget proxy" "nginx proxy_pass, access log" "retry-budget proxy, 10 routes" "bare hyper proxy --floor")
+ports=($UPSTREAM $NGINX $HAPROXY $BARE $OURS $NGINX_LOGGED $ROUTES/r4 $FLOOR)
 # Indices into names, ports and procs.
-I_NGINX=1 I_BARE=3 I_OURS=4 I_LOGGED=5 I_ROUTES=6
+I_NGINX=1 I_BARE=3 I_OURS=4 I_LOGGED=5 I_ROUTES=6 I_FLOOR=7
 # best: each target's best requests/s; rps_of: its requests/s this round;
 # cpu_sum: its CPU per request (us, user + system) summed over the rounds;
 # ratio_sum: ours / bare summed over the rounds.
@@ -261,6 +268,10 @@ awk -v a="${cpu_sum[$I_ROUTES]}" -v b="${cpu_sum[$I_OURS]}" -v n="$ROUNDS" \
     'BEGIN { a /= n; b /= n; printf "CPU per request, mean of %d rounds: 10 routes %.1f us, one route %.1f us\n", n, a, b }'
 awk -v a="${cpu_sum[$I_OURS]}" -v b="${cpu_sum[$I_BARE]}" -v n="$ROUNDS" \
     'BEGIN { a /= n; b /= n; printf "CPU per request, mean of %d rounds: retry-budget proxy %.1f us, bare hyper proxy %.1f us: ours minus bare %+.1f us (target <= +3.0 us)\n", n, a, b, a - b }'
+awk -v a="${cpu_sum[$I_FLOOR]}" -v b="${cpu_sum[$I_BARE]}" -v c="${cpu_sum[$I_OURS]}" -v n="$ROUNDS" \
+    'BEGIN { a /= n; b /= n; c /= n; printf "CPU per request, mean of %d rounds: the defaults floor (bare --floor) %.1f us: floor minus bare %+.1f us, ours minus floor %+.1f us\n", n, a, a - b, c - a }'
+awk -v a="${best[$I_FLOOR]}" -v b="$bare_best" -v c="$ours_best" \
+    'BEGIN { printf "the defaults floor / bare hyper proxy: %.2fx best; retry-budget proxy / the floor: %.2fx best\n", a / b, c / a }'
 
 if [ "$RATE_RUNS" -gt 0 ]; then
     echo
