@@ -46,7 +46,7 @@ use http::Extensions;
 use retry_budget::Action;
 
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra, Moments};
+use crate::extra::{ActionExtra, Extra};
 
 /// Request extension on every attempt the retry layer sends, when
 /// [asked for](crate::RetryBudgetLayer::attempt_deadlines): the attempt's
@@ -64,20 +64,19 @@ pub struct AttemptDeadline {
 /// The retry layer's extra that puts on every attempt the deadline of the
 /// attempt the action has in flight (asked for by
 /// [`RetryBudgetLayer::attempt_deadlines`](crate::RetryBudgetLayer::attempt_deadlines)).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct AttemptDeadlines;
 
 impl Extra for AttemptDeadlines {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
-        // Zero-sized: its part of an action allocates nothing.
-        request.map(|_| Box::new(Self) as Box<dyn ActionExtra>)
+    /// Zero-sized: itself.
+    type Part = Self;
+
+    fn start(&self, request: Option<&mut Parts>) -> Option<Self> {
+        request.map(|_| Self)
     }
 }
 
 impl ActionExtra for AttemptDeadlines {
-    fn moments(&self) -> Moments {
-        Moments::ATTEMPT
-    }
-
     fn attempt(&mut self, extensions: &mut Extensions, action: &Action, _clock: &mut Clock) {
         if let Some((attempt, reservation)) = action.reservation() {
             extensions.insert(AttemptDeadline {

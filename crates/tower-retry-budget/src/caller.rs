@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::body_replay::ReplayHandle;
 use crate::cancel::Watched;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Moments, RequestExtra};
+use crate::extra::ActionExtra;
 use crate::report_slot::ReportSlot;
 
 /// Identifies one action (one budgeted request) for an
@@ -109,52 +109,35 @@ pub(crate) fn id(extensions: &Extensions) -> Option<ActionId> {
         .or_else(|| extensions.get::<ActionId>().copied())
 }
 
-/// Looks in each request for what it carries for the layer: the caller's
-/// report slot and cancellation token, a replay handle.
-pub(crate) struct Carried;
-
-impl RequestExtra for Carried {
-    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>> {
-        let given = extensions.get::<CallerExtensions>();
-        let slot = slot_in(given, extensions);
-        let token = given
-            .and_then(|given| given.cancel.as_ref())
-            .or_else(|| extensions.get::<CancellationToken>());
-        let replay = extensions.get::<ReplayHandle>();
-        if slot.is_none() && token.is_none() && replay.is_none() {
-            return None;
-        }
-        Some(Box::new(CarriedPart {
-            slot: slot.cloned(),
-            watched: token.map(Watched::new),
-            replay: replay.cloned(),
-        }))
+/// What a request with these extensions carries for the layer (the
+/// caller's report slot and cancellation token, a replay handle), as one
+/// part of its action; `None` if it carries none of them.
+pub(crate) fn carried(extensions: &Extensions) -> Option<CarriedPart> {
+    let given = extensions.get::<CallerExtensions>();
+    let slot = slot_in(given, extensions);
+    let token = given
+        .and_then(|given| given.cancel.as_ref())
+        .or_else(|| extensions.get::<CancellationToken>());
+    let replay = extensions.get::<ReplayHandle>();
+    if slot.is_none() && token.is_none() && replay.is_none() {
+        return None;
     }
+    Some(CarriedPart {
+        slot: slot.cloned(),
+        watched: token.map(Watched::new),
+        replay: replay.cloned(),
+    })
 }
 
 /// What one request carries, as one part of its action: each acts on its
 /// own moments (no two on the same one).
-struct CarriedPart {
+pub(crate) struct CarriedPart {
     slot: Option<ReportSlot>,
     watched: Option<Watched>,
     replay: Option<ReplayHandle>,
 }
 
 impl ActionExtra for CarriedPart {
-    fn moments(&self) -> Moments {
-        let mut moments = Moments::NONE;
-        if let Some(slot) = &self.slot {
-            moments = moments.and(slot.moments());
-        }
-        if let Some(watched) = &self.watched {
-            moments = moments.and(watched.moments());
-        }
-        if let Some(replay) = &self.replay {
-            moments = moments.and(replay.moments());
-        }
-        moments
-    }
-
     fn answer(&mut self, answer: &mut Answer<'_>) {
         if let Some(replay) = &mut self.replay {
             replay.answer(answer);
@@ -186,19 +169,18 @@ mod tests {
     use retry_budget::{Action, Policy};
 
     use super::*;
-    use crate::extra::Extra;
 
     #[test]
     fn only_a_request_with_a_token_is_watched_and_it_fires_once_cancelled() {
-        let (mut plain, ()) = http::Request::new(()).into_parts();
-        assert!(Carried.start(Some(&mut plain)).is_none());
-        assert!(Carried.start(None).is_none());
+        let (plain, ()) = http::Request::new(()).into_parts();
+        assert!(carried(&plain.extensions).is_none());
 
         let token = CancellationToken::new();
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.extensions.insert(token.clone());
-        let mut watched = Carried.start(Some(&mut parts)).unwrap();
-        assert_eq!(watched.moments(), Moments::CANCELLED);
+        let mut watched = carried(&parts.extensions).unwrap();
+        assert!(watched.slot.is_none() && watched.replay.is_none());
+        assert!(!watched.wants_report());
         let mut cx = Context::from_waker(Waker::noop());
         assert!(!watched.cancelled(&mut cx));
         token.cancel();
@@ -210,9 +192,9 @@ mod tests {
         let slot = ReportSlot::new();
         let (mut parts, ()) = http::Request::new(()).into_parts();
         parts.extensions.insert(slot.clone());
-        let mut part = Carried.start(Some(&mut parts)).unwrap();
+        let mut part = carried(&parts.extensions).unwrap();
         assert!(part.wants_report());
-        assert_eq!(part.moments(), Moments::REPORT);
+        assert!(part.watched.is_none() && part.replay.is_none());
 
         let mut action = Action::new(Arc::new(Policy::default()));
         action.caller_left(std::time::Duration::ZERO);
@@ -237,8 +219,8 @@ mod tests {
             id: Some(ActionId(2)),
         });
         assert_eq!(id(&parts.extensions), Some(ActionId(2)));
-        let mut part = Carried.start(Some(&mut parts)).unwrap();
-        assert_eq!(part.moments(), Moments::REPORT.and(Moments::CANCELLED));
+        let mut part = carried(&parts.extensions).unwrap();
+        assert!(part.wants_report() && part.watched.is_some() && part.replay.is_none());
         let mut cx = Context::from_waker(Waker::noop());
         own_token.cancel();
         assert!(!part.cancelled(&mut cx));

@@ -9,7 +9,7 @@ use std::task::Context;
 
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use crate::extra::{ActionExtra, Moments};
+use crate::extra::ActionExtra;
 
 /// The wait for one request's token (boxed: it is pinned while the action
 /// polls it).
@@ -23,10 +23,6 @@ impl Watched {
 }
 
 impl ActionExtra for Watched {
-    fn moments(&self) -> Moments {
-        Moments::CANCELLED
-    }
-
     fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
         self.0.as_mut().poll(cx).is_ready()
     }

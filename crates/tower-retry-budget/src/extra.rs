@@ -1,21 +1,24 @@
 //! The one interface between the response future and the layer's extras
-//! (an observer, a hold-off map, the caller's report slot or cancellation
-//! token, a replay handle, attempt deadlines): what an extra needs from an
-//! action reaches it here, and nowhere else.
+//! (an observer, a hold-off map, pacing, attempt deadlines; what a request
+//! carries: the caller's report slot or cancellation token, a replay
+//! handle): what an extra needs from an action reaches it here, and
+//! nowhere else.
 //!
-//! The layer holds a list of [`Extra`]s, built once with it; when an action
-//! starts, each makes its part of that action (an [`ActionExtra`]), or
-//! nothing if the request gives it nothing to do. The future calls the
-//! action's parts at fixed moments (before the first attempt, after every
-//! step, for every attempt sent and every response, when it ends) without
-//! knowing what they are, so a new extra plugs in as one more entry in the
-//! layer's list. A request with no extras and no extensions makes none:
-//! its action's [`Extras`] is empty, allocates nothing, and every moment
-//! costs one check.
+//! The layer holds its extras in an [`ExtraList`], built once with it; when
+//! an action starts, each makes its part of that action (an
+//! [`ActionExtra`]), or nothing if the request gives it nothing to do. The
+//! future calls the action's parts at fixed moments (before the first
+//! attempt, after every step, for every attempt sent and every response,
+//! when it ends) through [`Extras`], without knowing what they are.
+//!
+//! The set is fixed: one field per extra in the list, one per part in the
+//! action's parts, all made in one allocation and called directly (a part
+//! that does nothing at a moment costs nothing there). A new extra is one
+//! more field in each, and one more line in [`each!`]. A request with no
+//! extras and no extensions makes none: its action's [`Extras`] is empty,
+//! allocates nothing, and every moment costs one check.
 #![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
-use std::any::TypeId;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime};
 
@@ -26,55 +29,28 @@ use retry_budget::retry_after::RetryAfter;
 use retry_budget::trail::Event;
 use retry_budget::{Action, Answer, ClientEffects, Decision, Report};
 
+use crate::attempt_info::AttemptDeadlines;
+use crate::caller::{self, CarriedPart};
 use crate::clock::Clock;
-
-mod many;
+use crate::hold_off::HoldOff;
+use crate::observer::SharedObserver;
+use crate::pace::Pacing;
 
 /// An extra of the layer, shared by every action through it: it makes the
 /// part of each action it has something to do for.
 pub(crate) trait Extra: Send + Sync + 'static {
+    /// Its part of one action.
+    type Part: ActionExtra;
+
     /// Its part of the action of `request` (`None`: an action that never
     /// got a request, the caller's `poll_ready` having failed), if any. It
     /// may mark the request (every attempt is a copy of it).
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>>;
-}
-
-/// An extra made by what a request's extensions carry alone (the caller's
-/// token or report slot, a replay handle): looked for in the extensions,
-/// without taking the request apart. Every one is an [`Extra`] too.
-pub(crate) trait RequestExtra: Send + Sync + 'static {
-    /// Its part of the action of a request with these extensions, if any.
-    fn find(&self, extensions: &Extensions) -> Option<Box<dyn ActionExtra>>;
-}
-
-impl<E: RequestExtra> Extra for E {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
-        self.find(&request?.extensions)
-    }
+    fn start(&self, request: Option<&mut Parts>) -> Option<Self::Part>;
 }
 
 /// An extra's part of one action, told what happens at fixed moments.
 /// Every method does nothing by default.
 pub(crate) trait ActionExtra: Send + Sync {
-    /// The moments it acts on: it is not called at the others (every one,
-    /// unless it names fewer). Read once, when the action starts.
-    fn moments(&self) -> Moments {
-        Moments::ALL
-    }
-
-    /// What it asks for, read once, when the action starts: its
-    /// [`moments`](Self::moments), whether it [`listens`](Self::listens),
-    /// [`shares`](Self::shares) and [`wants_report`](Self::wants_report)
-    /// (one call for the four).
-    fn asks(&self) -> Asks {
-        Asks {
-            moments: self.moments(),
-            listens: self.listens(),
-            shares: self.shares(),
-            wants_report: self.wants_report(),
-        }
-    }
-
     /// Before the first attempt: what the core must be told first.
     fn before_first(&mut self, _clock: &mut Clock) -> BeforeFirst {
         BeforeFirst::default()
@@ -89,7 +65,8 @@ pub(crate) trait ActionExtra: Send + Sync {
         Poll::Ready(None)
     }
 
-    /// Whether it hears the trail's events ([`event`](Self::event)).
+    /// Whether it hears the trail's events ([`event`](Self::event)); read
+    /// once, when the action starts.
     fn listens(&self) -> bool {
         false
     }
@@ -98,7 +75,7 @@ pub(crate) trait ActionExtra: Send + Sync {
     fn event(&mut self, _event: &Event) {}
 
     /// Whether it shares state with the client's other actions
-    /// ([`effects`](Self::effects)).
+    /// ([`effects`](Self::effects)); read once, when the action starts.
     fn shares(&self) -> bool {
         false
     }
@@ -123,7 +100,8 @@ pub(crate) trait ActionExtra: Send + Sync {
         false
     }
 
-    /// Whether it wants the action's report even when nothing was retried.
+    /// Whether it wants the action's report even when nothing was
+    /// retried; read once, when the action starts.
     fn wants_report(&self) -> bool {
         false
     }
@@ -134,14 +112,6 @@ pub(crate) trait ActionExtra: Send + Sync {
     /// The action ended with a response carrying `report`; `extensions` are
     /// the response's.
     fn deliver(&mut self, _extensions: &mut Extensions, _report: &Report, _clock: &mut Clock) {}
-}
-
-/// What an [`ActionExtra`] asks for (see [`ActionExtra::asks`]).
-pub(crate) struct Asks {
-    moments: Moments,
-    listens: bool,
-    shares: bool,
-    wants_report: bool,
 }
 
 /// Changes `answer` in place with one of its setters (which take it by
@@ -155,51 +125,6 @@ pub(crate) fn amend<'a>(answer: &mut Answer<'a>, set: impl FnOnce(Answer<'a>) ->
 
 /// A pace: not before this elapsed time, because of this limit.
 pub(crate) type Paced = Option<(Duration, PaceReason)>;
-
-/// A set of the moments an [`ActionExtra`] acts on (the trail's events
-/// are asked separately, by [`ActionExtra::listens`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Moments(u16);
-
-impl Moments {
-    /// None.
-    pub(crate) const NONE: Self = Self(0);
-    /// [`ActionExtra::before_first`].
-    pub(crate) const BEFORE_FIRST: Self = Self(1);
-    /// [`ActionExtra::effects`].
-    pub(crate) const EFFECTS: Self = Self(1 << 1);
-    /// [`ActionExtra::attempt`].
-    pub(crate) const ATTEMPT: Self = Self(1 << 2);
-    /// [`ActionExtra::head`].
-    pub(crate) const HEAD: Self = Self(1 << 3);
-    /// [`ActionExtra::answer`].
-    pub(crate) const ANSWER: Self = Self(1 << 4);
-    /// [`ActionExtra::cancelled`].
-    pub(crate) const CANCELLED: Self = Self(1 << 5);
-    /// [`ActionExtra::report`].
-    pub(crate) const REPORT: Self = Self(1 << 6);
-    /// [`ActionExtra::deliver`].
-    pub(crate) const DELIVER: Self = Self(1 << 7);
-    /// [`ActionExtra::event`] (set from [`ActionExtra::listens`]).
-    const EVENT: Self = Self(1 << 8);
-    /// Every moment.
-    pub(crate) const ALL: Self = Self(u16::MAX);
-
-    /// Both sets.
-    pub(crate) const fn and(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-
-    /// This set but for `other`'s moments.
-    const fn without(self, other: Self) -> Self {
-        Self(self.0 & !other.0)
-    }
-
-    /// Whether `moment` is in the set.
-    const fn has(self, moment: Self) -> bool {
-        self.0 & moment.0 != 0
-    }
-}
 
 /// What the extras tell the core before the first attempt.
 #[derive(Debug, Default, Clone)]
@@ -220,41 +145,48 @@ pub(crate) struct BeforeFirst {
     pub(crate) asks: bool,
 }
 
-/// The layer's list of extras, in the order they hear each moment, and
-/// those made by a request's own extensions (looked for only in a request
-/// that has some).
+impl BeforeFirst {
+    /// Adds what another part said: any store down, the latest hold, the
+    /// latest pace (the first given on a tie). Inlined: what a part that
+    /// says nothing adds (the default) folds away.
+    #[inline(always)]
+    fn add(&mut self, said: Self) {
+        self.store_down |= said.store_down;
+        self.held_until = self.held_until.max(said.held_until);
+        self.asks |= said.asks;
+        self.quota_held = self.quota_held.max(said.quota_held);
+        self.paced = later(self.paced.take(), said.paced);
+    }
+}
+
+/// The later of two paces (the first on a tie).
+#[inline(always)]
+fn later(first: Paced, second: Paced) -> Paced {
+    match (first, second) {
+        (Some(held), Some(until)) if until.0 > held.0 => Some(until),
+        (None, second) => second,
+        (first, _) => first,
+    }
+}
+
+/// The extras the layer is configured with, each at most once (configured
+/// again, an extra replaces itself); what a request carries (the caller's
+/// slot and token, a replay handle) is looked for in every request.
 #[derive(Clone, Default)]
 pub(crate) struct ExtraList {
-    /// Each with its type: configured again, an extra replaces itself.
-    configured: Vec<(TypeId, Arc<dyn Extra>)>,
-    by_request: Vec<Arc<dyn RequestExtra>>,
+    pub(crate) observer: Option<SharedObserver>,
+    pub(crate) hold_off: Option<HoldOff>,
+    pub(crate) pacing: Option<Pacing>,
+    pub(crate) deadlines: Option<AttemptDeadlines>,
 }
 
 impl ExtraList {
-    /// Extras made only by what a request carries.
-    pub(crate) fn by_request(extras: Vec<Arc<dyn RequestExtra>>) -> Self {
-        Self {
-            configured: Vec::new(),
-            by_request: extras,
-        }
-    }
-
-    /// Adds an extra the layer is configured with, in place of one of its
-    /// type given before.
-    pub(crate) fn set<E: Extra>(&mut self, extra: E) {
-        let extra: (TypeId, Arc<dyn Extra>) = (TypeId::of::<E>(), Arc::new(extra));
-        match self.configured.iter_mut().find(|(id, _)| *id == extra.0) {
-            Some(given) => *given = extra,
-            None => self.configured.push(extra),
-        }
-    }
-
-    /// Whether the layer is configured with an extra of type `E`.
-    #[cfg(test)]
-    pub(crate) fn has<E: Extra>(&self) -> bool {
-        self.configured
-            .iter()
-            .any(|(id, _)| *id == TypeId::of::<E>())
+    /// Whether the layer is configured with no extra.
+    fn is_empty(&self) -> bool {
+        self.observer.is_none()
+            && self.hold_off.is_none()
+            && self.pacing.is_none()
+            && self.deadlines.is_none()
     }
 
     /// The parts of the action of a request with these extensions, if the
@@ -264,18 +196,18 @@ impl ExtraList {
     /// taken apart nor moved.
     #[inline]
     pub(crate) fn found(&self, extensions: &Extensions) -> Option<Extras> {
-        if !self.configured.is_empty() {
+        if !self.is_empty() {
             return None;
         }
-        let mut made = self
-            .by_request
-            .iter()
-            .filter_map(|extra| extra.find(extensions));
+        let carried = caller::carried(extensions);
         // Nothing found (the usual request): no part to make.
-        let Some(first) = made.next() else {
+        if carried.is_none() {
             return Some(Extras::traced());
-        };
-        Some(Extras::of(std::iter::once(first).chain(made)))
+        }
+        Some(Extras::of(Made {
+            carried,
+            ..Made::default()
+        }))
     }
 
     /// The parts of the action of the request taken apart into `parts`,
@@ -283,51 +215,90 @@ impl ExtraList {
     pub(crate) fn start(&self, parts: &mut Parts) -> Extras {
         // The request's own first (the caller's slot is filled before the
         // observer hears the report), then the layer's.
-        let found = self.by_request.iter().map(|extra| Maker::Found(&**extra));
-        let configured = self.configured.iter();
-        let made = found
-            .chain(configured.map(|(_, extra)| Maker::Configured(&**extra)))
-            .filter_map(|maker| match maker {
-                Maker::Found(extra) => extra.find(&parts.extensions),
-                Maker::Configured(extra) => extra.start(Some(&mut *parts)),
-            });
+        let carried = caller::carried(&parts.extensions);
+        let made = self.configured(carried, Some(parts));
         Extras::of(made)
     }
 
     /// The parts of an action that never got a request.
     pub(crate) fn without_request(&self) -> Extras {
-        Extras::of(
-            self.configured
-                .iter()
-                .filter_map(|(_, extra)| extra.start(None)),
-        )
+        Extras::of(self.configured(None, None))
     }
-}
 
-/// One maker of an action's part, in the order they are asked.
-enum Maker<'a> {
-    Found(&'a dyn RequestExtra),
-    Configured(&'a dyn Extra),
+    /// The configured extras' parts, beside `carried`.
+    fn configured(&self, carried: Option<CarriedPart>, mut request: Option<&mut Parts>) -> Made {
+        fn made<E: Extra>(extra: Option<&E>, request: &mut Option<&mut Parts>) -> Option<E::Part> {
+            extra?.start(request.as_deref_mut())
+        }
+        Made {
+            carried,
+            watching: made(self.observer.as_ref(), &mut request),
+            keyed: made(self.hold_off.as_ref(), &mut request),
+            paced: made(self.pacing.as_ref(), &mut request),
+            deadlines: made(self.deadlines.as_ref(), &mut request),
+        }
+    }
 }
 
 impl std::fmt::Debug for ExtraList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ExtraList")
-            .field("configured", &self.configured.len())
-            .field("by_request", &self.by_request.len())
+            .field("observer", &self.observer.is_some())
+            .field("hold_off", &self.hold_off.is_some())
+            .field("pacing", &self.pacing.is_some())
+            .field("deadlines", &self.deadlines.is_some())
             .finish()
     }
 }
 
+/// One action's parts, one field per extra, in the order they hear each
+/// moment.
+#[derive(Default)]
+struct Made {
+    carried: Option<CarriedPart>,
+    watching: Option<<SharedObserver as Extra>::Part>,
+    keyed: Option<<HoldOff as Extra>::Part>,
+    paced: Option<<Pacing as Extra>::Part>,
+    deadlines: Option<<AttemptDeadlines as Extra>::Part>,
+}
+
+/// Runs `$body` on each part `$made` has, in order, as `$part` (each call
+/// is to the part's own type: a moment it does nothing at costs nothing).
+macro_rules! each {
+    ($made:expr, $part:ident => $body:expr) => {{
+        let made: &mut Made = $made;
+        if let Some($part) = &mut made.carried {
+            $body;
+        }
+        if let Some($part) = &mut made.watching {
+            $body;
+        }
+        if let Some($part) = &mut made.keyed {
+            $body;
+        }
+        if let Some($part) = &mut made.paced {
+            $body;
+        }
+        if let Some($part) = &mut made.deadlines {
+            $body;
+        }
+    }};
+}
+
+impl Made {
+    fn is_empty(&self) -> bool {
+        self.carried.is_none()
+            && self.watching.is_none()
+            && self.keyed.is_none()
+            && self.paced.is_none()
+            && self.deadlines.is_none()
+    }
+}
+
 /// One action's extras, and whether a `tracing` subscriber hears its
-/// trail. One extra is kept as it is (an action with an observer, say,
-/// allocates only the observer's part); several, as one [`Many`](many::Many), which
-/// holds them in one allocation.
+/// trail. Its parts are made in one allocation, none if no extra made one.
 pub(crate) struct Extras {
-    part: Option<Box<dyn ActionExtra>>,
-    /// The moments its part acts on (none without a part): a moment no
-    /// extra acts on costs one check.
-    moments: Moments,
+    made: Option<Box<Made>>,
     /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
     /// once, when the action starts.
     traced: bool,
@@ -342,8 +313,7 @@ impl Extras {
     #[inline(always)]
     fn traced() -> Self {
         Self {
-            part: None,
-            moments: Moments::NONE,
+            made: None,
             traced: crate::trace::listening(),
             hearing: false,
             shares: false,
@@ -351,42 +321,23 @@ impl Extras {
         }
     }
 
-    /// The parts made for one action, in order; what each asks for is read
-    /// once.
-    fn of(mut made: impl Iterator<Item = Box<dyn ActionExtra>>) -> Self {
+    /// The parts made for one action; what each asks for is read once.
+    fn of(mut made: Made) -> Self {
         let mut extras = Self::traced();
-        let Some(first) = made.next() else {
+        if made.is_empty() {
             return extras;
-        };
-        let Some(second) = made.next() else {
-            extras.hear(&*first);
-            extras.part = Some(first);
-            return extras;
-        };
-        // At most one part per extra still asked: room for all of them in
-        // the one allocation of a `Many` of that size.
-        let room = made.size_hint().1.unwrap_or(usize::MAX).saturating_add(2);
-        let all = [first, second].into_iter().chain(made);
-        let many = many::of(room, all, |part| extras.hear(part));
-        extras.part = Some(many);
+        }
+        let (mut hearing, mut shares, mut wants_report) = (false, false, false);
+        each!(&mut made, part => {
+            hearing |= part.listens();
+            shares |= part.shares();
+            wants_report |= part.wants_report();
+        });
+        extras.hearing = hearing;
+        extras.shares = shares;
+        extras.wants_report = wants_report;
+        extras.made = Some(Box::new(made));
         extras
-    }
-
-    /// Adds what `part` acts on and asks for; returns its moments (the
-    /// trail's events included).
-    fn hear(&mut self, part: &dyn ActionExtra) -> Moments {
-        let asks = part.asks();
-        let event = if asks.listens {
-            Moments::EVENT
-        } else {
-            Moments::NONE
-        };
-        let moments = asks.moments.without(Moments::EVENT).and(event);
-        self.moments = self.moments.and(moments);
-        self.hearing |= asks.listens;
-        self.shares |= asks.shares;
-        self.wants_report |= asks.wants_report;
-        moments
     }
 
     /// Whether anyone hears the trail as it grows (the subscriber, or an
@@ -422,34 +373,48 @@ impl Extras {
         input: impl FnOnce(&mut Action, Duration) -> Decision,
     ) -> Decision {
         let traced = self.traced;
-        match self.acting(Moments::EVENT) {
-            Some(part) => crate::trace::step(action, now, traced, |event| part.event(event), input),
+        match self.made.as_deref_mut().filter(|_| self.hearing) {
+            Some(made) => {
+                let heard = |event: &Event| each!(&mut *made, part => part.event(event));
+                crate::trace::step(action, now, traced, heard, input)
+            }
             None => crate::trace::step(action, now, traced, |_| {}, input),
         }
     }
 
-    /// See [`ActionExtra::before_first`].
+    /// See [`ActionExtra::before_first`]: any store down, the latest hold,
+    /// the latest pace.
     #[inline]
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        match self.acting(Moments::BEFORE_FIRST) {
-            Some(part) => part.before_first(clock),
-            None => BeforeFirst::default(),
+        let mut before = BeforeFirst::default();
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => before.add(part.before_first(clock)));
         }
+        before
     }
 
-    /// See [`ActionExtra::poll_first`].
+    /// See [`ActionExtra::poll_first`]: every part asked (each registers
+    /// its waker); the latest pace.
     pub(crate) fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
-        // Asked only of a part whose `before_first` said it asks.
-        match self.acting(Moments::BEFORE_FIRST) {
-            Some(part) => part.poll_first(cx, clock),
+        let Some(made) = self.made.as_deref_mut() else {
+            return Poll::Ready(None);
+        };
+        let (mut pending, mut paced): (bool, Paced) = (false, None);
+        each!(made, part => match part.poll_first(cx, clock) {
+            Poll::Pending => pending = true,
+            Poll::Ready(said) => paced = later(paced, said),
+        });
+        match paced {
+            Some(paced) => Poll::Ready(Some(paced)),
+            None if pending => Poll::Pending,
             None => Poll::Ready(None),
         }
     }
 
     /// See [`ActionExtra::effects`].
     pub(crate) fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        if let Some(part) = self.acting(Moments::EFFECTS) {
-            part.effects(effects, clock);
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => part.effects(effects, clock));
         }
     }
 
@@ -461,8 +426,8 @@ impl Extras {
         action: &Action,
         clock: &mut Clock,
     ) {
-        if let Some(part) = self.acting(Moments::ATTEMPT) {
-            part.attempt(extensions, action, clock);
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => part.attempt(extensions, action, clock));
         }
     }
 
@@ -473,39 +438,34 @@ impl Extras {
         headers: &HeaderMap,
         calendar: &mut dyn FnMut() -> Option<SystemTime>,
     ) {
-        if let Some(part) = self.acting(Moments::HEAD) {
-            part.head(headers, calendar);
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => part.head(headers, calendar));
         }
     }
 
     /// See [`ActionExtra::answer`].
     #[inline]
     pub(crate) fn answer(&mut self, answer: &mut Answer<'_>) {
-        if let Some(part) = self.acting(Moments::ANSWER) {
-            part.answer(answer);
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => part.answer(answer));
         }
     }
 
-    /// See [`ActionExtra::cancelled`].
+    /// See [`ActionExtra::cancelled`]: whether any part says so (each asked
+    /// until one does).
     #[inline]
     pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
-        self.acting(Moments::CANCELLED)
-            .is_some_and(|part| part.cancelled(cx))
-    }
-
-    /// The part, if it acts on `moment`.
-    #[inline]
-    fn acting(&mut self, moment: Moments) -> Option<&mut Box<dyn ActionExtra>> {
-        if !self.moments.has(moment) {
-            return None;
+        let mut cancelled = false;
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => cancelled = cancelled || part.cancelled(cx));
         }
-        self.part.as_mut()
+        cancelled
     }
 
     /// See [`ActionExtra::report`].
     pub(crate) fn report(&mut self, report: &Report, clock: &mut Clock) {
-        if let Some(part) = self.acting(Moments::REPORT) {
-            part.report(report, clock);
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => part.report(report, clock));
         }
     }
 
@@ -516,8 +476,8 @@ impl Extras {
         report: &Report,
         clock: &mut Clock,
     ) {
-        if let Some(part) = self.acting(Moments::DELIVER) {
-            part.deliver(extensions, report, clock);
+        if let Some(made) = self.made.as_deref_mut() {
+            each!(made, part => part.deliver(extensions, report, clock));
         }
     }
 }

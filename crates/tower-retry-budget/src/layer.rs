@@ -13,7 +13,6 @@ use tower::Layer;
 use crate::attempt_info::AttemptDeadlines;
 use crate::budget::SharedBudget;
 use crate::calendar::{Calendar, DateReference, SystemCalendar};
-use crate::caller::Carried;
 use crate::extra::ExtraList;
 use crate::hold_off::HoldOff;
 use crate::observer::{Observer, SharedObserver};
@@ -117,7 +116,7 @@ impl Config {
             budget: None,
             seeds: None,
             report_mode: ReportMode::default(),
-            extras: ExtraList::by_request(vec![Arc::new(Carried)]),
+            extras: ExtraList::default(),
         }
     }
 
@@ -235,7 +234,7 @@ impl RetryBudgetLayer {
     /// Makes later first attempts to a service honour a `Retry-After` that
     /// service gave another action: see [`HoldOff`].
     pub fn hold_off(self, hold_off: HoldOff) -> Self {
-        self.with(|c| c.extras.set(hold_off))
+        self.with(|c| c.extras.hold_off = Some(hold_off))
     }
 
     /// Paces first attempts by the quota the services announce on their
@@ -250,7 +249,7 @@ impl RetryBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn pace(self, pacing: Pacing) -> Self {
-        self.with(|c| c.extras.set(pacing))
+        self.with(|c| c.extras.pacing = Some(pacing))
     }
 
     /// Seeds the jitter of every action from `seed` (the n-th action gets
@@ -276,7 +275,7 @@ impl RetryBudgetLayer {
     ///
     /// [`ActionId`]: crate::observer::ActionId
     pub fn observer(self, observer: impl Observer) -> Self {
-        self.with(|c| c.extras.set(SharedObserver::new(observer)))
+        self.with(|c| c.extras.observer = Some(SharedObserver::new(observer)))
     }
 
     /// Chooses which responses carry a report: [`ReportMode::Always`] (the
@@ -308,7 +307,7 @@ impl RetryBudgetLayer {
     /// # let _ = layer;
     /// ```
     pub fn attempt_deadlines(self) -> Self {
-        self.with(|c| c.extras.set(AttemptDeadlines))
+        self.with(|c| c.extras.deadlines = Some(AttemptDeadlines))
     }
 
     /// Chooses what an HTTP-date is measured against; see
@@ -343,7 +342,7 @@ mod tests {
             Ok::<_, std::convert::Infallible>(http::Response::new(()))
         }));
         let seeded = shared.jitter_seed(1).attempt_deadlines();
-        let deadlines = |layer: &RetryBudgetLayer| layer.config.extras.has::<AttemptDeadlines>();
+        let deadlines = |layer: &RetryBudgetLayer| layer.config.extras.deadlines.is_some();
         assert!(seeded.config.seeds.is_some() && deadlines(&seeded));
         assert!(plain.config.seeds.is_none() && !deadlines(&plain));
         assert!(!Arc::ptr_eq(&plain.config, &seeded.config));

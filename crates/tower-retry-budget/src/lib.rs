@@ -99,8 +99,7 @@
 //! | `service.rs` | [`RetryBudget`]: which requests are budgeted |
 //! | `future.rs` | [`ResponseFuture`]: the state machine (an attempt, between attempts, done) and its one timer |
 //! | `ctx.rs` | one action's runtime: the only way to the core, the one place a response is told to it and the one place an action ends |
-//! | `extra.rs` | the one interface between an action and the extras (`Extra`, built once by the layer; its part of each action, called at fixed moments) |
-//! | `extra/many.rs` | several extras' parts of one action as one part, in one allocation |
+//! | `extra.rs` | the one interface between an action and the extras (`Extra`, built once by the layer; its part of each action, called at fixed moments): the fixed set of them, each action's parts in one allocation |
 //! | `request.rs` | safe methods, [`Idempotent`], [`BudgetThis`], request copies |
 //! | `held.rs` | the 429 held during a wait, its header table made to fit |
 //! | `clock.rs` | the one saturating mapping between elapsed time and tokio's clock |

@@ -24,7 +24,7 @@ use retry_budget::Report;
 
 use crate::caller;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra, Moments};
+use crate::extra::{ActionExtra, Extra};
 use crate::report_slot::LateReport;
 use crate::response_signal::is_grpc;
 
@@ -125,19 +125,21 @@ impl Extra for SharedObserver {
     /// status from trailers ([`Peek`](crate::peek::Peek),
     /// the one reader): its answer has the request's gRPC content type. Any
     /// other request does not, and its copies carry one extension fewer.
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+    type Part = Watching;
+
+    fn start(&self, request: Option<&mut Parts>) -> Option<Watching> {
         let Some(request) = request else {
-            return Some(Box::new(Watching {
+            return Some(Watching {
                 watch: self.watch(None),
                 carried: false,
-            }));
+            });
         };
         let watch = self.watch(caller::id(&request.extensions));
         let carried = is_grpc(&request.headers);
         if carried {
             request.extensions.insert(Observed(watch.clone()));
         }
-        Some(Box::new(Watching { watch, carried }))
+        Some(Watching { watch, carried })
     }
 }
 
@@ -145,20 +147,12 @@ impl Extra for SharedObserver {
 /// request carries it down as [`Observed`]: only then may a layer below
 /// ask for a late report, and only then is the response looked at for
 /// that.
-struct Watching {
+pub(crate) struct Watching {
     watch: Watch,
     carried: bool,
 }
 
 impl ActionExtra for Watching {
-    fn moments(&self) -> Moments {
-        if self.carried {
-            Moments::REPORT.and(Moments::DELIVER)
-        } else {
-            Moments::REPORT
-        }
-    }
-
     fn listens(&self) -> bool {
         true
     }
@@ -180,6 +174,9 @@ impl ActionExtra for Watching {
     /// asks only when the request told it an observer listens (this
     /// action's [`Observed`]).
     fn deliver(&mut self, extensions: &mut Extensions, report: &Report, clock: &mut Clock) {
+        if !self.carried {
+            return;
+        }
         if let Some(late) = extensions.remove::<LateReport>() {
             late.0.fill(report.clone(), Some(clock.origin()));
         }

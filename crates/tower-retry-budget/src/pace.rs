@@ -70,7 +70,7 @@ use retry_budget::{Action, Answer};
 use tokio::time::Instant;
 
 use crate::clock::{elapsed_since, instant_at, Clock};
-use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
+use crate::extra::{ActionExtra, BeforeFirst, Extra};
 #[cfg(feature = "redis")]
 use crate::hold_off::{RedisAllowance, StoreHealth};
 
@@ -341,10 +341,12 @@ impl Pacing {
 }
 
 impl Extra for Pacing {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+    type Part = Paced;
+
+    fn start(&self, request: Option<&mut Parts>) -> Option<Paced> {
         let request = request?;
         let key = authority_in(&request.uri, &request.headers)?;
-        Some(Box::new(Paced {
+        Some(Paced {
             pacing: self.clone(),
             key,
             slot: None,
@@ -354,14 +356,14 @@ impl Extra for Pacing {
             notes: Vec::new(),
             #[cfg(feature = "redis")]
             asking: fleet::Asking::default(),
-        }))
+        })
     }
 }
 
 /// One action's part: its upstream's key, the admission of its first
 /// attempt (given back if that attempt is never sent), the time its
 /// latest attempt was sent.
-struct Paced {
+pub(crate) struct Paced {
     pacing: Pacing,
     key: Arc<str>,
     /// Its upstream's pacer, once looked up.
@@ -381,15 +383,6 @@ struct Paced {
 }
 
 impl ActionExtra for Paced {
-    /// Not the caller's leaving, the effects on the client, nor the
-    /// report: it is not called at those.
-    fn moments(&self) -> Moments {
-        Moments::BEFORE_FIRST
-            .and(Moments::ATTEMPT)
-            .and(Moments::HEAD)
-            .and(Moments::ANSWER)
-    }
-
     /// The pacer admits the first attempt; a later instant is told to the
     /// core, which decides whether it waits or is never sent.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {

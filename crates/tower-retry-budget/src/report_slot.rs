@@ -8,7 +8,7 @@ use retry_budget::Report;
 use tokio::time::Instant;
 
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Moments};
+use crate::extra::ActionExtra;
 
 /// A place for the [`Report`] of one request, shared between the caller and
 /// the layer.
@@ -112,10 +112,6 @@ pub(crate) struct LateReport(pub(crate) ReportSlot);
 /// The retry layer's part that fills the [`ReportSlot`] a request carries
 /// (found with what else it carries, in `caller.rs`).
 impl ActionExtra for ReportSlot {
-    fn moments(&self) -> Moments {
-        Moments::REPORT
-    }
-
     fn wants_report(&self) -> bool {
         true
     }

@@ -6,13 +6,9 @@
 use retry_budget::Answer;
 
 use super::ReplayHandle;
-use crate::extra::{amend, ActionExtra, Moments};
+use crate::extra::{amend, ActionExtra};
 
 impl ActionExtra for ReplayHandle {
-    fn moments(&self) -> Moments {
-        Moments::ANSWER
-    }
-
     /// A body over its limit: not replayable (an answer is replayable
     /// unless told otherwise).
     fn answer(&mut self, answer: &mut Answer<'_>) {

@@ -11,16 +11,18 @@ use retry_budget::ClientEffects;
 use super::authority::authority_in;
 use super::HoldOff;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
+use crate::extra::{ActionExtra, BeforeFirst, Extra};
 
 impl Extra for HoldOff {
-    fn start(&self, request: Option<&mut Parts>) -> Option<Box<dyn ActionExtra>> {
+    type Part = Keyed;
+
+    fn start(&self, request: Option<&mut Parts>) -> Option<Keyed> {
         let request = request?;
         let key = authority_in(&request.uri, &request.headers)?;
-        Some(Box::new(Keyed {
+        Some(Keyed {
             map: self.clone(),
             key,
-        }))
+        })
     }
 }
 
@@ -28,16 +30,12 @@ impl Extra for HoldOff {
 const QUOTA_HELD: &str = "quota_held";
 
 /// The client's hold-off map and one request's key in it.
-struct Keyed {
+pub(crate) struct Keyed {
     map: HoldOff,
     key: Arc<str>,
 }
 
 impl ActionExtra for Keyed {
-    fn moments(&self) -> Moments {
-        Moments::BEFORE_FIRST.and(Moments::EFFECTS)
-    }
-
     /// A shared store (Redis) that is down: the core records that this
     /// action's hold-offs come from the local map alone. A hold on the
     /// request's service: the core decides whether the first attempt waits
