@@ -46,7 +46,7 @@ use http::Extensions;
 use retry_budget::Action;
 
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra};
+use crate::extra::{ActionExtra, Extra, Moments};
 
 /// Request extension on every attempt the retry layer sends, when
 /// [asked for](crate::RetryBudgetLayer::attempt_deadlines): the attempt's
@@ -77,6 +77,8 @@ impl Extra for AttemptDeadlines {
 }
 
 impl ActionExtra for AttemptDeadlines {
+    const MOMENTS: Moments = Moments::ATTEMPT;
+
     fn attempt(&mut self, extensions: &mut Extensions, action: &Action, _clock: &mut Clock) {
         if let Some((attempt, reservation)) = action.reservation() {
             extensions.insert(AttemptDeadline {

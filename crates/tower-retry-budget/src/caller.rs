@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::body_replay::ReplayHandle;
 use crate::cancel::Watched;
 use crate::clock::Clock;
-use crate::extra::ActionExtra;
+use crate::extra::{ActionExtra, Moments};
 use crate::report_slot::ReportSlot;
 
 /// Identifies one action (one budgeted request) for an
@@ -138,6 +138,8 @@ pub(crate) struct CarriedPart {
 }
 
 impl ActionExtra for CarriedPart {
+    const MOMENTS: Moments = Moments::ANSWER.and(Moments::CANCELLED).and(Moments::REPORT);
+
     fn answer(&mut self, answer: &mut Answer<'_>) {
         if let Some(replay) = &mut self.replay {
             replay.answer(answer);

@@ -13,10 +13,12 @@
 //!
 //! The set is fixed: one field per extra in the list, one per part in the
 //! action's parts, all made in one allocation and called directly (a part
-//! that does nothing at a moment costs nothing there). A new extra is one
-//! more field in each, and one more line in [`each!`]. A request with no
-//! extras and no extensions makes none: its action's [`Extras`] is empty,
-//! allocates nothing, and every moment costs one check.
+//! that does nothing at a moment costs nothing there, and a moment no
+//! part's type acts on, [`ActionExtra::MOMENTS`], is skipped with one
+//! check). A new extra is one more field in each, and one more line in
+//! `each!`. A request with no extras and no extensions makes none: its
+//! action's [`Extras`] is empty, allocates nothing, and every moment costs
+//! one check.
 #![deny(clippy::arithmetic_side_effects)] // time goes through `clock.rs`, saturating
 
 use std::task::{Context, Poll};
@@ -51,6 +53,11 @@ pub(crate) trait Extra: Send + Sync + 'static {
 /// An extra's part of one action, told what happens at fixed moments.
 /// Every method does nothing by default.
 pub(crate) trait ActionExtra: Send + Sync {
+    /// The moments its type acts on (every one, unless it names fewer): an
+    /// action none of whose parts acts on a moment skips it (one check).
+    /// The trail's events are asked apart, by [`listens`](Self::listens).
+    const MOMENTS: Moments = Moments::ALL;
+
     /// Before the first attempt: what the core must be told first.
     fn before_first(&mut self, _clock: &mut Clock) -> BeforeFirst {
         BeforeFirst::default()
@@ -126,6 +133,48 @@ pub(crate) fn amend<'a>(answer: &mut Answer<'a>, set: impl FnOnce(Answer<'a>) ->
 /// A pace: not before this elapsed time, because of this limit.
 pub(crate) type Paced = Option<(Duration, PaceReason)>;
 
+/// A set of the moments a part acts on ([`ActionExtra::MOMENTS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moments(u8);
+
+impl Moments {
+    /// None.
+    pub(crate) const NONE: Self = Self(0);
+    /// [`ActionExtra::before_first`] and [`ActionExtra::poll_first`].
+    pub(crate) const BEFORE_FIRST: Self = Self(1);
+    /// [`ActionExtra::effects`].
+    pub(crate) const EFFECTS: Self = Self(1 << 1);
+    /// [`ActionExtra::attempt`].
+    pub(crate) const ATTEMPT: Self = Self(1 << 2);
+    /// [`ActionExtra::head`].
+    pub(crate) const HEAD: Self = Self(1 << 3);
+    /// [`ActionExtra::answer`].
+    pub(crate) const ANSWER: Self = Self(1 << 4);
+    /// [`ActionExtra::cancelled`].
+    pub(crate) const CANCELLED: Self = Self(1 << 5);
+    /// [`ActionExtra::report`].
+    pub(crate) const REPORT: Self = Self(1 << 6);
+    /// [`ActionExtra::deliver`].
+    pub(crate) const DELIVER: Self = Self(1 << 7);
+    /// Every moment.
+    pub(crate) const ALL: Self = Self(u8::MAX);
+
+    /// Both sets.
+    pub(crate) const fn and(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether `moment` is in the set.
+    const fn has(self, moment: Self) -> bool {
+        self.0 & moment.0 != 0
+    }
+}
+
+/// The moments `part`'s type acts on.
+const fn moments_of<P: ActionExtra>(_part: &P) -> Moments {
+    P::MOMENTS
+}
+
 /// What the extras tell the core before the first attempt.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct BeforeFirst {
@@ -199,15 +248,12 @@ impl ExtraList {
         if !self.is_empty() {
             return None;
         }
-        let carried = caller::carried(extensions);
-        // Nothing found (the usual request): no part to make.
-        if carried.is_none() {
-            return Some(Extras::traced());
-        }
-        Some(Extras::of(Made {
-            carried,
-            ..Made::default()
-        }))
+        let mut made = None;
+        // Nothing found (the usual request): no part made.
+        put(&mut made, caller::carried(extensions), |made| {
+            &mut made.carried
+        });
+        Some(Extras::of(made))
     }
 
     /// The parts of the action of the request taken apart into `parts`,
@@ -225,18 +271,27 @@ impl ExtraList {
         Extras::of(self.configured(None, None))
     }
 
-    /// The configured extras' parts, beside `carried`.
-    fn configured(&self, carried: Option<CarriedPart>, mut request: Option<&mut Parts>) -> Made {
-        fn made<E: Extra>(extra: Option<&E>, request: &mut Option<&mut Parts>) -> Option<E::Part> {
+    /// The configured extras' parts, beside `carried`: each put in place
+    /// in the one allocation, made when the first part is.
+    fn configured(
+        &self,
+        carried: Option<CarriedPart>,
+        mut request: Option<&mut Parts>,
+    ) -> Option<Box<Made>> {
+        fn part<E: Extra>(extra: Option<&E>, request: &mut Option<&mut Parts>) -> Option<E::Part> {
             extra?.start(request.as_deref_mut())
         }
-        Made {
-            carried,
-            watching: made(self.observer.as_ref(), &mut request),
-            keyed: made(self.hold_off.as_ref(), &mut request),
-            paced: made(self.pacing.as_ref(), &mut request),
-            deadlines: made(self.deadlines.as_ref(), &mut request),
-        }
+        let mut made = None;
+        put(&mut made, carried, |made| &mut made.carried);
+        let watching = part(self.observer.as_ref(), &mut request);
+        put(&mut made, watching, |made| &mut made.watching);
+        let keyed = part(self.hold_off.as_ref(), &mut request);
+        put(&mut made, keyed, |made| &mut made.keyed);
+        let paced = part(self.pacing.as_ref(), &mut request);
+        put(&mut made, paced, |made| &mut made.paced);
+        let deadlines = part(self.deadlines.as_ref(), &mut request);
+        put(&mut made, deadlines, |made| &mut made.deadlines);
+        made
     }
 }
 
@@ -285,13 +340,33 @@ macro_rules! each {
     }};
 }
 
+/// Puts `part`, if made, in its `field` of `made`, allocated for the first
+/// part (the parts moved once, into place).
+#[inline(always)]
+fn put<P>(made: &mut Option<Box<Made>>, part: Option<P>, field: fn(&mut Made) -> &mut Option<P>) {
+    if part.is_some() {
+        *field(made.get_or_insert_with(Box::default)) = part;
+    }
+}
+
+/// The moments [`Extras`] tells an action's parts of out of line (the
+/// check for no parts at all is inlined where the action is).
 impl Made {
-    fn is_empty(&self) -> bool {
-        self.carried.is_none()
-            && self.watching.is_none()
-            && self.keyed.is_none()
-            && self.paced.is_none()
-            && self.deadlines.is_none()
+    #[inline(never)]
+    fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
+        let mut before = BeforeFirst::default();
+        each!(self, part => before.add(part.before_first(clock)));
+        before
+    }
+
+    #[inline(never)]
+    fn attempt(&mut self, extensions: &mut Extensions, action: &Action, clock: &mut Clock) {
+        each!(self, part => part.attempt(extensions, action, clock));
+    }
+
+    #[inline(never)]
+    fn report(&mut self, report: &Report, clock: &mut Clock) {
+        each!(self, part => part.report(report, clock));
     }
 }
 
@@ -299,6 +374,8 @@ impl Made {
 /// trail. Its parts are made in one allocation, none if no extra made one.
 pub(crate) struct Extras {
     made: Option<Box<Made>>,
+    /// The moments some part acts on (none without parts).
+    moments: Moments,
     /// Whether a `tracing` subscriber wants the layer's DEBUG events, read
     /// once, when the action starts.
     traced: bool,
@@ -314,6 +391,7 @@ impl Extras {
     fn traced() -> Self {
         Self {
             made: None,
+            moments: Moments::NONE,
             traced: crate::trace::listening(),
             hearing: false,
             shares: false,
@@ -321,22 +399,32 @@ impl Extras {
         }
     }
 
-    /// The parts made for one action; what each asks for is read once.
-    fn of(mut made: Made) -> Self {
-        let mut extras = Self::traced();
-        if made.is_empty() {
-            return extras;
+    /// The parts made for one action, if any; what each asks for is read
+    /// once.
+    #[inline(always)]
+    fn of(made: Option<Box<Made>>) -> Self {
+        match made {
+            Some(made) => Self::with(made),
+            None => Self::traced(),
         }
+    }
+
+    /// [`of`](Self::of) some parts.
+    fn with(mut made: Box<Made>) -> Self {
+        let mut extras = Self::traced();
         let (mut hearing, mut shares, mut wants_report) = (false, false, false);
+        let mut moments = Moments::NONE;
         each!(&mut made, part => {
+            moments = moments.and(moments_of(part));
             hearing |= part.listens();
             shares |= part.shares();
             wants_report |= part.wants_report();
         });
+        extras.moments = moments;
         extras.hearing = hearing;
         extras.shares = shares;
         extras.wants_report = wants_report;
-        extras.made = Some(Box::new(made));
+        extras.made = Some(made);
         extras
     }
 
@@ -384,19 +472,18 @@ impl Extras {
 
     /// See [`ActionExtra::before_first`]: any store down, the latest hold,
     /// the latest pace.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {
-        let mut before = BeforeFirst::default();
-        if let Some(made) = self.made.as_deref_mut() {
-            each!(made, part => before.add(part.before_first(clock)));
+        match self.acting(Moments::BEFORE_FIRST) {
+            Some(made) => made.before_first(clock),
+            None => BeforeFirst::default(),
         }
-        before
     }
 
     /// See [`ActionExtra::poll_first`]: every part asked (each registers
     /// its waker); the latest pace.
     pub(crate) fn poll_first(&mut self, cx: &mut Context<'_>, clock: &mut Clock) -> Poll<Paced> {
-        let Some(made) = self.made.as_deref_mut() else {
+        let Some(made) = self.acting(Moments::BEFORE_FIRST) else {
             return Poll::Ready(None);
         };
         let (mut pending, mut paced): (bool, Paced) = (false, None);
@@ -413,7 +500,7 @@ impl Extras {
 
     /// See [`ActionExtra::effects`].
     pub(crate) fn effects(&mut self, effects: &ClientEffects, clock: &mut Clock) {
-        if let Some(made) = self.made.as_deref_mut() {
+        if let Some(made) = self.acting(Moments::EFFECTS) {
             each!(made, part => part.effects(effects, clock));
         }
     }
@@ -426,8 +513,8 @@ impl Extras {
         action: &Action,
         clock: &mut Clock,
     ) {
-        if let Some(made) = self.made.as_deref_mut() {
-            each!(made, part => part.attempt(extensions, action, clock));
+        if let Some(made) = self.acting(Moments::ATTEMPT) {
+            made.attempt(extensions, action, clock);
         }
     }
 
@@ -438,7 +525,7 @@ impl Extras {
         headers: &HeaderMap,
         calendar: &mut dyn FnMut() -> Option<SystemTime>,
     ) {
-        if let Some(made) = self.made.as_deref_mut() {
+        if let Some(made) = self.acting(Moments::HEAD) {
             each!(made, part => part.head(headers, calendar));
         }
     }
@@ -446,7 +533,7 @@ impl Extras {
     /// See [`ActionExtra::answer`].
     #[inline]
     pub(crate) fn answer(&mut self, answer: &mut Answer<'_>) {
-        if let Some(made) = self.made.as_deref_mut() {
+        if let Some(made) = self.acting(Moments::ANSWER) {
             each!(made, part => part.answer(answer));
         }
     }
@@ -456,16 +543,26 @@ impl Extras {
     #[inline]
     pub(crate) fn cancelled(&mut self, cx: &mut Context<'_>) -> bool {
         let mut cancelled = false;
-        if let Some(made) = self.made.as_deref_mut() {
+        if let Some(made) = self.acting(Moments::CANCELLED) {
             each!(made, part => cancelled = cancelled || part.cancelled(cx));
         }
         cancelled
     }
 
+    /// The parts, if any acts on `moment`.
+    #[inline(always)]
+    fn acting(&mut self, moment: Moments) -> Option<&mut Made> {
+        if !self.moments.has(moment) {
+            return None;
+        }
+        self.made.as_deref_mut()
+    }
+
     /// See [`ActionExtra::report`].
+    #[inline]
     pub(crate) fn report(&mut self, report: &Report, clock: &mut Clock) {
-        if let Some(made) = self.made.as_deref_mut() {
-            each!(made, part => part.report(report, clock));
+        if let Some(made) = self.acting(Moments::REPORT) {
+            made.report(report, clock);
         }
     }
 
@@ -476,7 +573,7 @@ impl Extras {
         report: &Report,
         clock: &mut Clock,
     ) {
-        if let Some(made) = self.made.as_deref_mut() {
+        if let Some(made) = self.acting(Moments::DELIVER) {
             each!(made, part => part.deliver(extensions, report, clock));
         }
     }

@@ -24,7 +24,7 @@ use retry_budget::Report;
 
 use crate::caller;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, Extra};
+use crate::extra::{ActionExtra, Extra, Moments};
 use crate::report_slot::LateReport;
 use crate::response_signal::is_grpc;
 
@@ -153,6 +153,9 @@ pub(crate) struct Watching {
 }
 
 impl ActionExtra for Watching {
+    /// Its deliver acts only when the request carries the watch.
+    const MOMENTS: Moments = Moments::REPORT.and(Moments::DELIVER);
+
     fn listens(&self) -> bool {
         true
     }

@@ -70,7 +70,7 @@ use retry_budget::{Action, Answer};
 use tokio::time::Instant;
 
 use crate::clock::{elapsed_since, instant_at, Clock};
-use crate::extra::{ActionExtra, BeforeFirst, Extra};
+use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
 #[cfg(feature = "redis")]
 use crate::hold_off::{RedisAllowance, StoreHealth};
 
@@ -383,6 +383,13 @@ pub(crate) struct Paced {
 }
 
 impl ActionExtra for Paced {
+    /// Not the caller's leaving, the effects on the client, nor the
+    /// report.
+    const MOMENTS: Moments = Moments::BEFORE_FIRST
+        .and(Moments::ATTEMPT)
+        .and(Moments::HEAD)
+        .and(Moments::ANSWER);
+
     /// The pacer admits the first attempt; a later instant is told to the
     /// core, which decides whether it waits or is never sent.
     fn before_first(&mut self, clock: &mut Clock) -> BeforeFirst {

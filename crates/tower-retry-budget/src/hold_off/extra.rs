@@ -11,7 +11,7 @@ use retry_budget::ClientEffects;
 use super::authority::authority_in;
 use super::HoldOff;
 use crate::clock::Clock;
-use crate::extra::{ActionExtra, BeforeFirst, Extra};
+use crate::extra::{ActionExtra, BeforeFirst, Extra, Moments};
 
 impl Extra for HoldOff {
     type Part = Keyed;
@@ -36,6 +36,8 @@ pub(crate) struct Keyed {
 }
 
 impl ActionExtra for Keyed {
+    const MOMENTS: Moments = Moments::BEFORE_FIRST.and(Moments::EFFECTS);
+
     /// A shared store (Redis) that is down: the core records that this
     /// action's hold-offs come from the local map alone. A hold on the
     /// request's service: the core decides whether the first attempt waits
