@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use http::request::Parts;
-use http::Extensions;
+use http::{Extensions, Method};
 use retry_budget::Report;
 
 use crate::caller;
@@ -124,7 +124,9 @@ impl Extra for SharedObserver {
     /// carries the action's [`Observed`] for the layer below that reads a
     /// status from trailers ([`Peek`](crate::peek::Peek),
     /// the one reader): its answer has the request's gRPC content type. Any
-    /// other request does not, and its copies carry one extension fewer.
+    /// other request does not, and its copies carry one extension fewer
+    /// (every gRPC call is a `POST`: no other method's fields are looked
+    /// at).
     type Part = Watching;
 
     fn start(&self, request: Option<&mut Parts>) -> Option<Watching> {
@@ -135,7 +137,7 @@ impl Extra for SharedObserver {
             });
         };
         let watch = self.watch(caller::id(&request.extensions));
-        let carried = is_grpc(&request.headers);
+        let carried = request.method == Method::POST && is_grpc(&request.headers);
         if carried {
             request.extensions.insert(Observed(watch.clone()));
         }
@@ -228,13 +230,17 @@ mod tests {
     #[test]
     fn only_a_grpc_request_carries_the_observer_to_the_layers_below() {
         let observer = SharedObserver::new(Silent);
-        for (content_type, carried) in [
-            (Some("application/grpc"), true),
-            (Some("application/grpc+proto"), true),
-            (Some("application/json"), false),
-            (None, false),
+        for (method, content_type, carried) in [
+            (Method::POST, Some("application/grpc"), true),
+            (Method::POST, Some("application/grpc+proto"), true),
+            (Method::POST, Some("application/json"), false),
+            (Method::POST, None, false),
+            // Not a gRPC call, whatever its fields say.
+            (Method::GET, Some("application/grpc"), false),
         ] {
-            let mut builder = http::Request::get("http://svc.test/x");
+            let mut builder = http::Request::builder()
+                .method(method)
+                .uri("http://svc.test/x");
             if let Some(value) = content_type {
                 builder = builder.header(http::header::CONTENT_TYPE, value);
             }
