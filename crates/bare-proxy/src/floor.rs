@@ -12,12 +12,12 @@
 //! * a copy of the request head, kept until the response (what a retry
 //!   would be sent from);
 //! * the attempt's deadline from the core, one tokio timer
-//!   ([`tokio::time::timeout_at`]);
+//!   ([`tokio::time::timeout`]);
 //! * the caller's drain token watched while the attempt is in flight;
 //! * the client budget: a deposit into tower's `TpsBudget`, shared by the
 //!   workers;
-//! * the hold-off: the upstream's hold read (one read lock), set from a
-//!   429's `Retry-After`;
+//! * the hold-off: the upstream's hold read (one read lock) and compared
+//!   with the request's start, set from a 429's `Retry-After`;
 //! * pacing: the upstream's announced quota read before the attempt (one
 //!   read lock), and looked for in every response (a few header fields);
 //! * the attempt number on the upstream request, the attempts and the
@@ -50,6 +50,9 @@ use retry_budget::retry_after::RetryAfter;
 use retry_budget::{Action, Answer, Decision, Outcome, Policy, Report};
 use tokio::time::Instant;
 use tower::retry::budget::{Budget, TpsBudget};
+
+// The sidecar's field names (its binary crate's `proxy::attempt` and
+// `proxy::reply`, which this crate cannot depend on).
 
 /// `retry-budget-attempt`, on the upstream request.
 const ATTEMPT: HeaderName = HeaderName::from_static("retry-budget-attempt");
@@ -106,7 +109,7 @@ struct Metrics {
     actions: Family<OutcomeLabel, Counter>,
     /// `actions`' series by outcome (in `Outcome::ALL`'s order), once
     /// looked up.
-    by_outcome: Box<[OnceLock<(&'static str, Counter)>]>,
+    by_outcome: Box<[OnceLock<Counter>]>,
     in_flight: Gauge,
     duration: Histogram,
     /// Holds them, as a metrics endpoint would read them.
@@ -123,42 +126,46 @@ impl Floor {
     /// The default policy, tower's `TpsBudget` with its usual settings
     /// (10 s window, 10 retries per second, 20 % of deposits), no hold.
     pub fn new() -> Self {
+        let responses = Family::<StatusLabel, Counter>::default();
+        let actions = Family::<OutcomeLabel, Counter>::default();
+        let in_flight = Gauge::default();
+        let duration = Histogram::new(exponential_buckets(0.001, 2.0, 16));
         let mut registry = Registry::default();
+        registry.register("responses", "upstream responses", responses.clone());
+        registry.register("actions", "actions by outcome", actions.clone());
+        registry.register("in_flight", "actions in flight", in_flight.clone());
+        registry.register("duration", "action duration", duration.clone());
         let metrics = Metrics {
-            responses: Family::default(),
+            responses,
             by_status: (0..600).map(|_| OnceLock::new()).collect(),
-            actions: Family::default(),
+            actions,
             by_outcome: Outcome::ALL.iter().map(|_| OnceLock::new()).collect(),
-            in_flight: Gauge::default(),
-            duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
-            _registry: Registry::default(),
+            in_flight,
+            duration,
+            _registry: registry,
         };
-        registry.register("responses", "upstream responses", metrics.responses.clone());
-        registry.register("actions", "actions by outcome", metrics.actions.clone());
-        registry.register("in_flight", "actions in flight", metrics.in_flight.clone());
-        registry.register("duration", "action duration", metrics.duration.clone());
         Self {
             policy: Arc::new(Policy::default()),
             budget: TpsBudget::new(Duration::from_secs(10), 10, 0.2),
             held: RwLock::new(None),
             origin: Instant::now(),
             remaining: RwLock::new(None),
-            metrics: Metrics {
-                _registry: registry,
-                ..metrics
-            },
+            metrics,
         }
     }
 
-    /// An action starting at `received`, its first attempt allowed.
+    /// An action starting at `received`, its first attempt allowed. The
+    /// hold and the quota are looked at (kept from the optimiser with
+    /// `black_box`), not waited out: see the module docs.
     pub fn start(&self, received: Instant) -> Started<'_> {
         let held = *self.held.read().unwrap_or_else(PoisonError::into_inner);
-        let _ = held.is_some_and(|until| until > received.duration_since(self.origin));
+        let since = received.duration_since(self.origin);
+        std::hint::black_box(held.is_some_and(|until| until > since));
         let remaining = *self
             .remaining
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        let _ = remaining == Some(0);
+        std::hint::black_box(remaining == Some(0));
         self.budget.deposit();
         self.metrics.in_flight.inc();
         let mut action = Action::new(self.policy.clone());
@@ -190,8 +197,8 @@ impl Started<'_> {
         headers.insert(ATTEMPT, HeaderValue::from_static("1"));
     }
 
-    /// The action ends with a response of `status` and `headers`; the
-    /// caller's response gets `told`'s fields.
+    /// The action ends with a response of `status` and `headers`: its
+    /// report, for [`tell`] and [`log`].
     pub fn respond(mut self, status: u16, headers: &http::HeaderMap) -> Report {
         let retry_after = match headers.get(RETRY_AFTER) {
             Some(value) => RetryAfter::parse_bytes(value.as_bytes()),
@@ -244,25 +251,26 @@ impl Started<'_> {
             self.action.take_report().expect("stopped")
         });
         let metrics = &self.floor.metrics;
-        if let Some(series) = status.and_then(|s| metrics.by_status.get(usize::from(s))) {
-            let status = status.unwrap_or_default();
+        if let Some(status) = status {
             let make = || {
-                metrics
-                    .responses
-                    .get_or_create(&StatusLabel { status })
-                    .clone()
+                let labels = StatusLabel { status };
+                metrics.responses.get_or_create(&labels).clone()
             };
-            series.get_or_init(make).inc();
+            match metrics.by_status.get(usize::from(status)) {
+                Some(series) => series.get_or_init(make).inc(),
+                None => make().inc(),
+            };
         }
-        let outcome = report.outcome.as_str();
         let make = || {
-            let series = metrics.actions.get_or_create(&OutcomeLabel { outcome });
-            (outcome, series.clone())
+            let labels = OutcomeLabel {
+                outcome: report.outcome.as_str(),
+            };
+            metrics.actions.get_or_create(&labels).clone()
         };
         let slot = Outcome::ALL.iter().position(|o| *o == report.outcome);
         match slot.and_then(|slot| metrics.by_outcome.get(slot)) {
-            Some(series) => series.get_or_init(make).1.inc(),
-            None => make().1.inc(),
+            Some(series) => series.get_or_init(make).inc(),
+            None => make().inc(),
         };
         metrics.in_flight.dec();
         metrics.duration.observe(report.elapsed.as_secs_f64());

@@ -143,9 +143,7 @@ impl Proxy {
             Err(_) => answer(StatusCode::BAD_GATEWAY),
         }
     }
-}
 
-impl Proxy {
     /// The request head rewritten for the upstream, or the status it is
     /// refused with.
     fn prepare(&self, parts: &mut http::request::Parts) -> Result<(), StatusCode> {

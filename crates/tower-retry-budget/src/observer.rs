@@ -120,6 +120,8 @@ impl fmt::Debug for SharedObserver {
 /// [`Watch`] (the caller's [`ActionId`] if the request has one, else the
 /// next from the counter).
 impl Extra for SharedObserver {
+    type Part = Watching;
+
     /// With an observer, a gRPC request (and so every attempt's copy of it)
     /// carries the action's [`Observed`] for the layer below that reads a
     /// status from trailers ([`Peek`](crate::peek::Peek),
@@ -127,8 +129,6 @@ impl Extra for SharedObserver {
     /// other request does not, and its copies carry one extension fewer
     /// (every gRPC call is a `POST`: no other method's fields are looked
     /// at).
-    type Part = Watching;
-
     fn start(&self, request: Option<&mut Parts>) -> Option<Watching> {
         let Some(request) = request else {
             return Some(Watching {
