@@ -209,8 +209,7 @@ async fn connections_without_a_complete_request_head_are_closed() {
             "a connection that sent {what} is still open"
         );
     }
-    // The first three are closed by the proxy's own bound (hyper closes the
-    // fourth), and the port still serves.
+    // Each is closed by the proxy's own bound, and the port still serves.
     let closed = proxy
         .metric("retry_budget_client_connections_closed_total{port=\"proxy\",reason=\"header_timeout\"}")
         .await;
@@ -267,6 +266,35 @@ async fn an_idle_http1_keep_alive_connection_is_closed() {
         )
         .await;
     assert_eq!(idle, 1.0);
+}
+
+#[tokio::test]
+async fn a_kept_alive_http1_connection_sending_its_next_head_too_slowly_is_closed() {
+    let upstream = Upstream::start(|_, _| Reply::status(200).body("ok"));
+    // The idle timeout is longer than the patience: only the header
+    // timeout, timing the next head, can close the connection in time.
+    let proxy = Proxy::start(
+        &upstream,
+        &["--header-timeout", "1s", "--idle-timeout", "120s"],
+    );
+    let mut stream = TcpStream::connect(proxy.addr).expect("the proxy accepts");
+    stream
+        .write_all(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+        .unwrap();
+    let first = read_one_answer(&mut stream);
+    assert_eq!(status_of(&first), 200);
+    // Part of the next head, then nothing.
+    stream.write_all(b"GET /y HTTP/1.1\r\nHo").unwrap();
+    let rest = read_until_closed(&mut stream).expect("closed without its next head");
+    assert!(rest.is_empty(), "{:?}", String::from_utf8_lossy(&rest));
+    let closed = proxy
+        .metric_reaching(
+            "retry_budget_client_connections_closed_total{port=\"proxy\",reason=\"header_timeout\"}",
+            1.0,
+        )
+        .await;
+    assert_eq!(closed, 1.0);
+    assert_eq!(upstream.seen().len(), 1, "the partial head was forwarded");
 }
 
 #[tokio::test]

@@ -57,7 +57,9 @@ impl Admin {
                 let requests = activity.clone();
                 let limits = admin.limits;
                 let service = service_fn(move |request| {
-                    let in_flight = requests.begin();
+                    // hyper times each of its heads (`header_read_timeout`
+                    // below): the bounds time only the first.
+                    let in_flight = requests.begin(false);
                     let response = admin
                         .route(&request)
                         .map(|body| Tracked::new(body, in_flight));

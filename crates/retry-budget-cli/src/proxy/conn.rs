@@ -2,9 +2,6 @@
 //!
 //! What hyper and tokio express is theirs:
 //!
-//! * the HTTP/1 header-read timeout (`--header-timeout`, hyper's
-//!   `header_read_timeout`), armed for every head, the next one on a
-//!   kept-alive connection included;
 //! * HTTP/2 keep-alive PINGs (hyper's `keep_alive_interval` and
 //!   `keep_alive_timeout`), which close a connection whose peer is gone;
 //! * the connection limit, a tokio [`Semaphore`]: one permit per open
@@ -21,6 +18,12 @@
 //! flight (a request stays in flight until its response body is dropped),
 //! and [`Activity::expired`] resolves when either bound is past; the
 //! connection's task then drops the connection, which closes the socket.
+//!
+//! The same bounds time each *next* HTTP/1 head (`--header-timeout` from
+//! the end of the last request, as nginx's `client_header_timeout`).
+//! hyper's `header_read_timeout` would do it too, but with a boxed timer
+//! made, registered and dropped for every head, a cost on every request;
+//! here the connection's one timer is looked at only when it fires.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -239,6 +242,10 @@ impl Wake for BoundsWoken {
 pub enum Expired {
     /// No complete request head within `--header-timeout` of the accept.
     NoFirstRequest,
+    /// An HTTP/1 connection: no complete next request head within
+    /// `--header-timeout` of the end of the last request (when that is
+    /// shorter than `--idle-timeout`).
+    NoNextRequest,
     /// No request in flight for `--idle-timeout`.
     Idle,
 }
@@ -247,7 +254,7 @@ impl Expired {
     /// The `snake_case` name (a metric label).
     pub const fn as_str(self) -> &'static str {
         match self {
-            Self::NoFirstRequest => "header_timeout",
+            Self::NoFirstRequest | Self::NoNextRequest => "header_timeout",
             Self::Idle => "idle",
         }
     }
@@ -262,6 +269,8 @@ struct Counts {
     started: AtomicU64,
     /// Requests in flight.
     in_flight: AtomicUsize,
+    /// Whether its requests are HTTP/1 (each next head is timed).
+    http1: AtomicBool,
     /// When the last request in flight ended, as nanoseconds after
     /// `origin`.
     idle_since: AtomicU64,
@@ -279,6 +288,7 @@ impl Default for Activity {
         Self(Arc::new(Counts {
             started: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            http1: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
             origin: Instant::now(),
             first: Notify::new(),
@@ -288,10 +298,12 @@ impl Default for Activity {
 
 impl Activity {
     /// A request has arrived (its head is complete); it is in flight until
-    /// the guard is dropped.
-    pub fn begin(&self) -> InFlight {
+    /// the guard is dropped. `http1`: whether it came as HTTP/1 (then so
+    /// does every request of the connection, and each next head is timed).
+    pub fn begin(&self, http1: bool) -> InFlight {
         self.0.in_flight.fetch_add(1, Ordering::Relaxed);
         if self.0.started.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.0.http1.store(http1, Ordering::Relaxed);
             // Kept as a permit if `expired` is not waiting yet.
             self.0.first.notify_one();
         }
@@ -299,13 +311,14 @@ impl Activity {
     }
 
     /// Resolves when the connection is past one of its bounds: no first
-    /// request within the header timeout, or no request in flight for the
-    /// idle timeout.
+    /// request within the header timeout, no request in flight for the
+    /// idle timeout, or, on HTTP/1, no next request within the header
+    /// timeout of the end of the last one (if shorter).
     ///
     /// Nothing wakes it per request: after the first request it sleeps
     /// until the earliest time the connection could be idle long enough
-    /// (the end of the last request plus the idle timeout, or, while a
-    /// request is in flight, one idle timeout later) and looks again.
+    /// (the end of the last request plus the bound, or, while a request is
+    /// in flight, one bound later) and looks again.
     pub async fn expired(&self, limits: ConnectionLimits) -> Expired {
         let counts = &*self.0;
         if tokio::time::timeout(limits.header_timeout, counts.first.notified())
@@ -315,17 +328,24 @@ impl Activity {
         {
             return Expired::NoFirstRequest;
         }
+        let (bound, why) = if counts.http1.load(Ordering::Relaxed)
+            && limits.header_timeout < limits.idle_timeout
+        {
+            (limits.header_timeout, Expired::NoNextRequest)
+        } else {
+            (limits.idle_timeout, Expired::Idle)
+        };
         loop {
             let now = Instant::now();
             let due = if counts.in_flight.load(Ordering::Relaxed) > 0 {
-                tower_retry_budget::instant_at(now, limits.idle_timeout)
+                tower_retry_budget::instant_at(now, bound)
             } else {
                 let ended = Duration::from_nanos(counts.idle_since.load(Ordering::Relaxed));
                 tower_retry_budget::instant_at(counts.origin, ended)
-                    .and_then(|ended| tower_retry_budget::instant_at(ended, limits.idle_timeout))
+                    .and_then(|ended| tower_retry_budget::instant_at(ended, bound))
             };
             match due {
-                Some(due) if due <= now => return Expired::Idle,
+                Some(due) if due <= now => return why,
                 Some(due) => tokio::time::sleep_until(due).await,
                 // Past tokio's clock: never.
                 None => std::future::pending().await,
@@ -448,13 +468,44 @@ mod tests {
         let start = tokio::time::Instant::now();
         let a = activity.clone();
         let requests = tokio::spawn(async move {
-            let first = a.begin();
+            let first = a.begin(false);
             tokio::time::sleep(Duration::from_secs(30)).await;
             drop(first);
         });
         assert_eq!(activity.expired(LIMITS).await, Expired::Idle);
         assert_eq!(start.elapsed(), Duration::from_secs(40));
         requests.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_http1_connection_waits_for_its_next_head_at_most_the_header_timeout() {
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        let a = activity.clone();
+        let requests = tokio::spawn(async move {
+            let first = a.begin(true);
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(first);
+            // A second request 4 s later, inside the header timeout.
+            tokio::time::sleep(Duration::from_secs(4)).await;
+            drop(a.begin(true));
+        });
+        assert_eq!(activity.expired(LIMITS).await, Expired::NoNextRequest);
+        assert_eq!(start.elapsed(), Duration::from_secs(39));
+        requests.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_header_timeout_past_the_idle_timeout_leaves_the_idle_bound() {
+        let limits = ConnectionLimits {
+            header_timeout: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(10),
+        };
+        let activity = Activity::default();
+        let start = tokio::time::Instant::now();
+        drop(activity.begin(true));
+        assert_eq!(activity.expired(limits).await, Expired::Idle);
+        assert_eq!(start.elapsed(), limits.idle_timeout);
     }
 
     #[tokio::test(start_paused = true)]
@@ -487,7 +538,7 @@ mod tests {
         let a = activity.clone();
         let connection = async move {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            let first = a.begin();
+            let first = a.begin(false);
             tokio::time::sleep(Duration::from_secs(30)).await;
             drop(first);
             std::future::pending::<()>().await;

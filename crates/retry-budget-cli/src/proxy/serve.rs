@@ -380,7 +380,7 @@ impl Worker {
         let activity = Activity::default();
         let requests = activity.clone();
         let service = service_fn(move |request| {
-            let in_flight = requests.begin();
+            let in_flight = requests.begin(request.version() < http::Version::HTTP_2);
             Tracking::new(forward::handle(&proxy, request, &cancel), in_flight)
         });
         let connection = builder
@@ -412,10 +412,9 @@ impl Worker {
 /// under the connection time bounds.
 fn http_builder(limits: ConnectionLimits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+    // Each HTTP/1 head is timed by the connection's bounds (`conn.rs`),
+    // not by hyper's timer per head.
+    builder.http1().header_read_timeout(None);
     builder
         .http2()
         .timer(TokioTimer::new())
