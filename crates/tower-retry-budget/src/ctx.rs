@@ -162,17 +162,21 @@ impl<S, B> Ctx<S, B> {
         decision
     }
 
-    /// The request for the attempt the core has just started: a copy of
-    /// the template while another attempt may follow, the template itself
-    /// for the last one (never a copy that cannot be sent again), marked
-    /// by the extras.
+    /// The request for the attempt the core has just started, marked by
+    /// the extras: while another attempt may follow, the template is sent
+    /// and a copy of it kept in its place (the caller's own request goes
+    /// first, with whatever room its header map has for the headers the
+    /// layers below add; a copy's has none); the template itself for the
+    /// last one (never a copy that cannot be sent again).
     pub(crate) fn next_request(&mut self) -> Request<B>
     where
         B: Clone,
     {
         const KEPT: &str = "the request is kept while an attempt may start";
         let mut request = if self.action.retry_may_follow() {
-            request::copy(self.template.as_ref().expect(KEPT))
+            let template = self.template.as_mut().expect(KEPT);
+            let copy = request::copy(template);
+            std::mem::replace(template, copy)
         } else {
             self.template.take().expect(KEPT)
         };
