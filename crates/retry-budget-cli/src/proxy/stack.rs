@@ -2,7 +2,6 @@
 //!
 //! ```text
 //! ReplayBodyLayer        (64 KiB of a retryable body kept; larger: sent once)
-//!   → mark BudgetThis    (every request is budgeted; its policy says how often)
 //!   → RetryBudgetLayer   (this request's policy; reset headers if asked;
 //!                         the client-wide budget, hold-off and observer
 //!                         shared by all)
@@ -47,11 +46,10 @@ use tower_retry_budget::{
     budget::ClientBudget,
     calendar::UntrustedCalendar,
     hold_off::{HoldOff, RedisAllowance},
-    is_budgeted,
     pace::Pacing,
     peek::{Peek, PeekLayer},
     response_signal::ResetSignal,
-    BudgetThis, RetryBudget, RetryBudgetLayer,
+    RetryBudget, RetryBudgetLayer,
 };
 
 use crate::common::connector::{self, Connector};
@@ -73,12 +71,7 @@ pub type Below =
     Either<tower::limit::ConcurrencyLimit<Attempt<SharedClient>>, Attempt<SharedClient>>;
 
 /// The service one request is sent through.
-pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<
-    tower::util::MapRequest<
-        RetryBudget<Peek<Below>>,
-        fn(Request<UpstreamBody>) -> Request<UpstreamBody>,
-    >,
->;
+pub type PerRequest = tower_retry_budget::body_replay::ReplayBodyService<RetryBudget<Peek<Below>>>;
 
 /// A worker's client, shared by the services of its requests: cloning one
 /// (once per request, with the rest of its service) takes one reference,
@@ -276,25 +269,9 @@ impl Stack {
         if let Some(pacing) = &self.shared.pacing {
             layer = layer.pace(pacing.clone());
         }
-        let mark: fn(Request<UpstreamBody>) -> Request<UpstreamBody> = budget_it;
         let below = self.quota.layer(self.below.clone());
-        ReplayBodyLayer::new().layer(tower::util::MapRequest::new(layer.layer(below), mark))
+        ReplayBodyLayer::new().layer(layer.layer(below))
     }
-}
-
-/// Every request is budgeted ([`BudgetThis`]), so that every one has a
-/// deadline, can be cancelled, and gets a report; a write that must not be
-/// repeated is given a one-attempt policy by the caller of
-/// [`Stack::service`] instead. Placed below the replay layer, which has
-/// already chosen how much of the body to keep (nothing for a write not
-/// marked idempotent by the caller). A request the layer budgets already
-/// ([`is_budgeted`]) gets no mark (one extension fewer in it and in each of
-/// its copies).
-fn budget_it(mut request: Request<UpstreamBody>) -> Request<UpstreamBody> {
-    if !is_budgeted(&request) {
-        request.extensions_mut().insert(BudgetThis);
-    }
-    request
 }
 
 /// The hyper-util client over the CLI's one connector, HTTP/2 only if

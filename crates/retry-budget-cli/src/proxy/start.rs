@@ -1,9 +1,10 @@
 //! What one action carries down the stack, set up once its policy is
 //! known: the request's extensions (report slot, cancellation, the
 //! observer's id; on some requests the attempt offset of a proxy's retry
-//! forwarded once, the caller's deadline, the idempotency mark), the
-//! caller's body watched for breaking (unless it is already at its end),
-//! the action's span, and its log guard.
+//! forwarded once, the caller's deadline, the idempotency mark or, on a
+//! write that goes once, the budget mark), the caller's body watched for
+//! breaking (unless it is already at its end), the action's span, and its
+//! log guard.
 
 use std::sync::Arc;
 
@@ -13,7 +14,9 @@ use hyper::body::Incoming;
 use retry_budget::Policy;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tower_retry_budget::{observer::ActionId, CallerExtensions, Idempotent, ReportSlot};
+use tower_retry_budget::{
+    observer::ActionId, BudgetThis, CallerExtensions, Idempotent, ReportSlot,
+};
 use tracing::Span;
 
 use super::args::LogFormat;
@@ -89,10 +92,18 @@ pub fn start(
     if let Some(allowed) = allowed {
         extensions.insert(CallerDeadline { allowed });
     }
-    if class.once.is_none() && !parts.method.is_safe() {
-        // A write with an Idempotency-Key: the caller says every copy is
-        // the same operation.
-        extensions.insert(Idempotent);
+    if !parts.method.is_safe() {
+        if class.once.is_none() {
+            // A write with an Idempotency-Key: the caller says every copy
+            // is the same operation.
+            extensions.insert(Idempotent);
+        } else {
+            // A write that must not be repeated is budgeted too (a
+            // deadline, cancellation, a report), under the one-attempt
+            // policy it was given. The replay layer above keeps none of
+            // its body (it reads `Idempotent` only).
+            extensions.insert(BudgetThis);
+        }
     }
     let guard = LogGuard {
         method: parts.method.clone(),
