@@ -57,7 +57,7 @@ impl Admin {
                 let requests = activity.clone();
                 let limits = admin.limits;
                 let service = service_fn(move |request| {
-                    // hyper times each of its heads (`header_read_timeout`
+                    // hyper times each head here (`header_read_timeout`
                     // below): the bounds time only the first.
                     let in_flight = requests.begin(false);
                     let response = admin

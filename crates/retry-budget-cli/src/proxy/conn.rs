@@ -269,8 +269,9 @@ struct Counts {
     started: AtomicU64,
     /// Requests in flight.
     in_flight: AtomicUsize,
-    /// Whether its requests are HTTP/1 (each next head is timed).
-    http1: AtomicBool,
+    /// Whether the bounds time each next request head (an HTTP/1
+    /// connection whose heads hyper does not time).
+    next_heads: AtomicBool,
     /// When the last request in flight ended, as nanoseconds after
     /// `origin`.
     idle_since: AtomicU64,
@@ -288,7 +289,7 @@ impl Default for Activity {
         Self(Arc::new(Counts {
             started: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
-            http1: AtomicBool::new(false),
+            next_heads: AtomicBool::new(false),
             idle_since: AtomicU64::new(0),
             origin: Instant::now(),
             first: Notify::new(),
@@ -298,12 +299,13 @@ impl Default for Activity {
 
 impl Activity {
     /// A request has arrived (its head is complete); it is in flight until
-    /// the guard is dropped. `http1`: whether it came as HTTP/1 (then so
-    /// does every request of the connection, and each next head is timed).
-    pub fn begin(&self, http1: bool) -> InFlight {
+    /// the guard is dropped. `next_heads`, read from a connection's first
+    /// request: whether the bounds time each next head (an HTTP/1
+    /// connection whose heads hyper does not time itself).
+    pub fn begin(&self, next_heads: bool) -> InFlight {
         self.0.in_flight.fetch_add(1, Ordering::Relaxed);
         if self.0.started.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.0.http1.store(http1, Ordering::Relaxed);
+            self.0.next_heads.store(next_heads, Ordering::Relaxed);
             // Kept as a permit if `expired` is not waiting yet.
             self.0.first.notify_one();
         }
@@ -328,7 +330,7 @@ impl Activity {
         {
             return Expired::NoFirstRequest;
         }
-        let (bound, why) = if counts.http1.load(Ordering::Relaxed)
+        let (bound, why) = if counts.next_heads.load(Ordering::Relaxed)
             && limits.header_timeout < limits.idle_timeout
         {
             (limits.header_timeout, Expired::NoNextRequest)

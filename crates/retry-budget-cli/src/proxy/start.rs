@@ -15,7 +15,7 @@ use retry_budget::Policy;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tower_retry_budget::{
-    observer::ActionId, BudgetThis, CallerExtensions, Idempotent, ReportSlot,
+    is_budgeted, observer::ActionId, BudgetThis, CallerExtensions, Idempotent, ReportSlot,
 };
 use tracing::Span;
 
@@ -92,18 +92,10 @@ pub fn start(
     if let Some(allowed) = allowed {
         extensions.insert(CallerDeadline { allowed });
     }
-    if !parts.method.is_safe() {
-        if class.once.is_none() {
-            // A write with an Idempotency-Key: the caller says every copy
-            // is the same operation.
-            extensions.insert(Idempotent);
-        } else {
-            // A write that must not be repeated is budgeted too (a
-            // deadline, cancellation, a report), under the one-attempt
-            // policy it was given. The replay layer above keeps none of
-            // its body (it reads `Idempotent` only).
-            extensions.insert(BudgetThis);
-        }
+    if class.once.is_none() && !parts.method.is_safe() {
+        // A write with an Idempotency-Key: the caller says every copy is
+        // the same operation.
+        extensions.insert(Idempotent);
     }
     let guard = LogGuard {
         method: parts.method.clone(),
@@ -116,9 +108,18 @@ pub fn start(
         logged: false,
         outcome: None,
     };
+    let span = span(&parts, setup.route.as_deref());
+    let mut request = Request::from_parts(parts, body);
+    if !is_budgeted(&request) {
+        // A write that must not be repeated is budgeted too (a deadline,
+        // cancellation, a report), under the one-attempt policy it was
+        // given. The replay layer above keeps none of its body (it reads
+        // `may_retry` only, which this mark does not change).
+        request.extensions_mut().insert(BudgetThis);
+    }
     Started {
-        span: span(&parts, setup.route.as_deref()),
-        request: Request::from_parts(parts, body),
+        span,
+        request,
         policy,
         guard,
         broke,
